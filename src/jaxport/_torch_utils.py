@@ -1,0 +1,116 @@
+"""Conversions between torch and JAX values used by the torch frontends."""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+_TORCH_TO_NUMPY = {
+    torch.bool: np.dtype(np.bool_),
+    torch.uint8: np.dtype(np.uint8),
+    torch.int8: np.dtype(np.int8),
+    torch.int16: np.dtype(np.int16),
+    torch.int32: np.dtype(np.int32),
+    torch.int64: np.dtype(np.int64),
+    torch.uint16: np.dtype(np.uint16),
+    torch.uint32: np.dtype(np.uint32),
+    torch.uint64: np.dtype(np.uint64),
+    torch.float16: np.dtype(jnp.float16),
+    torch.bfloat16: np.dtype(jnp.bfloat16),
+    torch.float32: np.dtype(np.float32),
+    torch.float64: np.dtype(np.float64),
+    torch.complex64: np.dtype(np.complex64),
+    torch.complex128: np.dtype(np.complex128),
+    torch.float8_e4m3fn: np.dtype(jnp.float8_e4m3fn),
+    torch.float8_e5m2: np.dtype(jnp.float8_e5m2),
+}
+_NUMPY_TO_TORCH = {v: k for k, v in _TORCH_TO_NUMPY.items()}
+
+
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    """The NumPy/JAX dtype of a torch dtype (exact: int64 stays int64 here)."""
+    try:
+        return _TORCH_TO_NUMPY[dtype]
+    except KeyError:
+        raise TypeError(f"jaxport does not support torch dtype {dtype}") from None
+
+
+def torch_dtype(dtype) -> torch.dtype:
+    return _NUMPY_TO_TORCH[np.dtype(dtype)]
+
+
+_warned_narrowing: set[str] = set()
+
+
+def warn_narrowing(what: str, dtype) -> None:
+    """Warn once per dtype that JAX's x64 mode is off and values are being narrowed."""
+    name = np.dtype(dtype).name
+    if name in _warned_narrowing:
+        return
+    _warned_narrowing.add(name)
+    narrow = np.dtype(jax.dtypes.canonicalize_dtype(dtype)).name
+    warnings.warn(
+        f"jaxport: {what} has dtype {name}, which JAX stores as {narrow} because x64 mode is off. "
+        "Enable it with jax.config.update('jax_enable_x64', True) before converting to keep "
+        "64-bit precision. (This warning is shown once.)",
+        stacklevel=3,
+    )
+
+
+def to_jax(tensor: torch.Tensor, *, what: str = "a tensor") -> jax.Array:
+    """A torch tensor as a jax.Array, zero-copy through DLPack where the layout allows."""
+    tensor = tensor.detach()
+    if tensor.is_conj():
+        tensor = tensor.resolve_conj()
+    if tensor.is_neg():
+        tensor = tensor.resolve_neg()
+    exact = numpy_dtype(tensor.dtype)
+    narrow = np.dtype(jax.dtypes.canonicalize_dtype(exact))
+    if narrow != exact:
+        if exact.kind == "f" or (tensor.numel() and _exceeds(tensor, narrow)):
+            warn_narrowing(what, exact)
+        tensor = tensor.to(torch_dtype(narrow))
+    if tensor.device.type != "cpu":
+        tensor = tensor.cpu()
+    if not tensor.is_contiguous():
+        tensor = tensor.contiguous()
+    if tensor.dtype != torch.bool and tensor.numel() > 0:
+        try:
+            return jax.dlpack.from_dlpack(tensor)
+        except Exception:  # an unaligned buffer or a dtype DLPack lacks: copy below
+            pass
+    return jnp.asarray(to_numpy(tensor))
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A CPU tensor's values as a NumPy array (bfloat16 and float8 through ml_dtypes)."""
+    tensor = tensor.detach().cpu()
+    if tensor.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
+        bits = torch.int16 if tensor.dtype == torch.bfloat16 else torch.uint8
+        return tensor.view(bits).numpy().view(numpy_dtype(tensor.dtype))
+    return tensor.resolve_conj().resolve_neg().numpy()
+
+
+def _exceeds(tensor: torch.Tensor, narrow: np.dtype) -> bool:
+    if not np.issubdtype(narrow, np.integer):
+        return False
+    info = np.iinfo(narrow)
+    return bool(tensor.min() < info.min or tensor.max() > info.max)
+
+
+def to_torch(array) -> torch.Tensor:
+    """A jax.Array (or NumPy array) as a torch tensor, zero-copy through DLPack where possible."""
+    if not isinstance(array, np.ndarray):
+        try:
+            return torch.from_dlpack(array)
+        except Exception:  # a dtype DLPack lacks (bool on some versions): copy below
+            pass
+    host = np.array(array)  # a writable copy
+    if host.dtype in (np.dtype(jnp.bfloat16), np.dtype(jnp.float8_e4m3fn), np.dtype(jnp.float8_e5m2)):
+        bits = np.int16 if host.dtype == np.dtype(jnp.bfloat16) else np.uint8
+        return torch.from_numpy(host.view(bits)).view(torch_dtype(host.dtype))
+    return torch.from_numpy(host)

@@ -1,0 +1,51 @@
+"""`from_torch`: the graph path from an `nn.Module` to a `JaxModel`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from . import _torch_utils as tu
+from .frontends import torch_export
+from .model import JaxModel
+
+
+def from_torch(
+    module: torch.nn.Module,
+    args: tuple = (),
+    kwargs: dict[str, Any] | None = None,
+    *,
+    dynamic_shapes: Any = None,
+    strict: bool = False,
+    decompose: str = "auto",
+) -> JaxModel:
+    """Convert `module`, called as `module(*args, **kwargs)`, into a pure JAX function.
+
+    Args:
+      module: the model; put it in eval mode first unless you want training behaviour.
+      args, kwargs: example inputs, as for `torch.export.export`.
+      dynamic_shapes: as for `torch.export.export`, to allow other sizes of some dims.
+      strict: use torch.export's strict (TorchDynamo) mode; non-strict by default.
+      decompose: "auto" lowers the exported graph directly and decomposes only ops
+        jaxport lacks; "core" decomposes to core ATen first.
+    """
+    if not isinstance(args, tuple):
+        args = (args,)
+    ep = torch_export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+    return from_exported_program(ep, decompose=decompose, name=type(module).__name__)
+
+
+def from_exported_program(ep: torch.export.ExportedProgram, *, decompose: str = "auto", name: str = "model") -> JaxModel:
+    """Convert an `ExportedProgram` (e.g. from `torch.export.load`)."""
+    ep = torch_export.lowerable(ep, decompose=decompose)
+    program, state = torch_export.to_program(ep)
+    program.check_supported()
+    params = {key: tu.to_jax(t, what=f"parameter '{key}'") for key, t in state.items()}
+    return JaxModel(
+        program,
+        params,
+        flatten_inputs=torch_export.input_flattener(ep.call_spec.in_spec, program.user_inputs),
+        build_outputs=torch_export.output_builder(ep.call_spec.out_spec),
+        name=name,
+    )

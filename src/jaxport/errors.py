@@ -1,0 +1,63 @@
+"""The errors jaxport raises. Each says what went wrong and what to do next."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class JaxportError(Exception):
+    """Base class of every error jaxport raises on purpose."""
+
+
+class ExportError(JaxportError):
+    """`torch.export` could not capture the model; the message is the exporter's reason."""
+
+
+@dataclass(frozen=True)
+class OpUse:
+    """One place in a graph where an op is used."""
+
+    op: str
+    node: str
+    module_path: str = ""
+    source: str = ""
+
+    def describe(self) -> str:
+        where = f"node {self.node}"
+        if self.module_path:
+            where += f" in module '{self.module_path}'"
+        if self.source:
+            where += f"\n        at {self.source}"
+        return where
+
+
+class UnsupportedOpsError(JaxportError):
+    """The graph uses ops jaxport has no lowering for. Lists all of them at once."""
+
+    def __init__(self, uses: list[OpUse]):
+        self.uses = list(uses)
+        by_op: dict[str, list[OpUse]] = {}
+        for use in self.uses:
+            by_op.setdefault(use.op, []).append(use)
+        self.ops = sorted(by_op)
+        lines = [f"jaxport has no lowering for {len(by_op)} op(s) used by this model:"]
+        for op in self.ops:
+            places = by_op[op]
+            lines.append(f"  {op} ({len(places)} use{'s' if len(places) > 1 else ''})")
+            for use in places[:3]:
+                lines.append(f"    - {use.describe()}")
+            if len(places) > 3:
+                lines.append(f"    - ... and {len(places) - 3} more")
+        lines.append(
+            "Please report these ops; meanwhile, rewrite the model code around them "
+            "or run that part with jaxport.callback."
+        )
+        super().__init__("\n".join(lines))
+
+
+class LoweringError(JaxportError):
+    """A lowering failed or disagreed with the shape/dtype torch.export recorded for a node."""
+
+
+class InputError(JaxportError, TypeError):
+    """A `JaxModel` was called with inputs of the wrong count, shape or dtype."""

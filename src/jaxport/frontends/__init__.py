@@ -1,0 +1,1 @@
+"""Frontends turn a model format into a `jaxport.program.Program`."""

@@ -1,0 +1,99 @@
+"""`JaxModel`: a converted model's parameters as a pytree plus a pure `apply`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .errors import InputError
+from .program import Input, Program, interpret
+
+
+def _as_jax(x, what: str):
+    if isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+        return x
+    if isinstance(x, np.ndarray) or np.isscalar(x):
+        return jnp.asarray(x)
+    if type(x).__module__.startswith("torch"):
+        from ._torch_utils import to_jax
+
+        return to_jax(x, what=what)
+    return x
+
+
+def _check_input(x, spec: Input) -> None:
+    if spec.spec is None or not hasattr(x, "shape"):
+        return
+    want = spec.spec
+    shape = tuple(x.shape)
+    if len(shape) != len(want.shape) or any(w is not None and w != s for w, s in zip(want.shape, shape)):
+        raise InputError(
+            f"input '{spec.name}' has shape {shape}, but the model was exported with "
+            f"{want.describe()}" + ("" if None in want.shape else
+            " (pass dynamic_shapes= to from_torch to allow other sizes)")
+        )
+    expected = np.dtype(jax.dtypes.canonicalize_dtype(want.dtype))
+    if np.dtype(x.dtype) != expected:
+        raise InputError(
+            f"input '{spec.name}' has dtype {np.dtype(x.dtype).name}, but the model expects "
+            f"{np.dtype(want.dtype).name}"
+        )
+
+
+class JaxModel:
+    """A converted model.
+
+    `params` is a flat `{state_dict name: jax.Array}` of parameters and buffers;
+    `apply(params, *args, **kwargs)` is a pure function of them and the inputs,
+    so it composes with `jax.jit`, `jax.grad` and `jax.vmap`. Calling the model
+    runs a jitted `apply` with its own `params`.
+    """
+
+    def __init__(
+        self,
+        program: Program,
+        params: dict[str, jax.Array],
+        *,
+        flatten_inputs: Callable[[tuple, dict], list],
+        build_outputs: Callable[[list], Any],
+        name: str = "model",
+    ):
+        self.program = program
+        self.params = params
+        self.name = name
+        self._flatten_inputs = flatten_inputs
+        self._build_outputs = build_outputs
+        self._jitted = jax.jit(self.apply)
+        self.strict = False
+
+    def apply(self, params: Mapping[str, Any], *args, **kwargs) -> Any:
+        """Run the model on `params` and inputs; returns outputs shaped like PyTorch's."""
+        outputs, _updates = self.apply_with_updates(params, *args, **kwargs)
+        return outputs
+
+    def apply_with_updates(self, params: Mapping[str, Any], *args, **kwargs) -> tuple[Any, dict]:
+        """Like `apply`, also returning `{buffer name: new value}` for buffers the model mutates."""
+        leaves = self._flatten_inputs(args, kwargs)
+        inputs = []
+        for x, spec in zip(leaves, self.program.user_inputs):
+            x = _as_jax(x, what=f"input '{spec.name}'")
+            _check_input(x, spec)
+            inputs.append(x)
+        flat, updates = interpret(self.program, params, inputs, strict=self.strict)
+        return self._build_outputs(flat), updates
+
+    def __call__(self, *args, **kwargs) -> Any:
+        args = tuple(_as_jax(a, "an input") for a in args)
+        kwargs = {k: _as_jax(v, f"input '{k}'") for k, v in kwargs.items()}
+        return self._jitted(self.params, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        n = sum(int(np.prod(p.shape)) for p in self.params.values())
+        return (
+            f"JaxModel({self.name}: {len(self.program.nodes)} ops, {len(self.params)} tensors, "
+            f"{n:,} values)"
+        )

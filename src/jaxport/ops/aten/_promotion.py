@@ -1,0 +1,133 @@
+"""PyTorch's type promotion, said in JAX.
+
+PyTorch promotes by category (bool < integer < float < complex) and treats
+operands in three ranks: tensors with dimensions, 0-d tensors, and Python
+scalars ("wrapped numbers"). A lower rank only decides the result when it
+brings a higher category. These helpers reproduce `torch.result_type` so the
+lowerings return exactly the dtype PyTorch would (see `torch/_prims_common`).
+
+Python floats take PyTorch's default dtype, float32, and Python ints int64,
+which JAX narrows to int32 unless x64 mode is on.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+_BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
+
+
+def category(dtype) -> int:
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return _BOOL
+    if jnp.issubdtype(dtype, jnp.integer):
+        return _INT
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        return _COMPLEX
+    return _FLOAT
+
+
+def canonical(dtype) -> np.dtype:
+    """`dtype` as JAX stores it now (int64 -> int32 and float64 -> float32 without x64)."""
+    return np.dtype(jax.dtypes.canonicalize_dtype(dtype))
+
+
+def scalar_dtype(value) -> np.dtype:
+    """The dtype PyTorch gives a Python scalar used as an operand."""
+    if isinstance(value, (bool, np.bool_)):
+        return np.dtype(np.bool_)
+    if isinstance(value, (int, np.integer)):
+        return canonical(np.int64)
+    if isinstance(value, (float, np.floating)):
+        return np.dtype(np.float32)
+    if isinstance(value, (complex, np.complexfloating)):
+        return np.dtype(np.complex64)
+    raise TypeError(f"not a scalar: {value!r}")
+
+
+def is_scalar(value) -> bool:
+    return isinstance(value, (bool, int, float, complex, np.generic))
+
+
+def _promote(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return np.dtype(jnp.promote_types(a, b))
+
+
+def _to_complex(dtype) -> np.dtype:
+    return np.dtype(np.complex128 if np.dtype(dtype) == np.float64 else np.complex64)
+
+
+def _combine(higher, lower):
+    # c10's combine_categories: a lower rank counts only if it brings a higher category.
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if category(higher) == _COMPLEX:
+        return higher
+    if category(lower) == _COMPLEX:
+        return _to_complex(higher) if category(higher) == _FLOAT else lower
+    if category(higher) == _FLOAT:
+        return higher
+    if higher == np.bool_ or category(lower) == _FLOAT:
+        return _promote(higher, lower)
+    return higher
+
+
+def result_type(*operands) -> np.dtype:
+    """`torch.result_type` over arrays and Python scalars (None operands are ignored)."""
+    dimensioned = zero_dim = wrapped = None
+    for x in operands:
+        if x is None:
+            continue
+        if is_scalar(x):
+            wrapped = _promote(wrapped, scalar_dtype(x))
+        elif jnp.ndim(x) == 0:
+            zero_dim = _promote(zero_dim, x.dtype)
+        else:
+            dimensioned = _promote(dimensioned, x.dtype)
+    return canonical(_combine(dimensioned, _combine(zero_dim, wrapped)))
+
+
+def as_array(x, dtype) -> jax.Array:
+    """`x` (array or Python scalar) as an array of `dtype`."""
+    return jnp.asarray(x, dtype=dtype)
+
+
+def promote(*operands):
+    """Operands cast to their common PyTorch result type, scalars made arrays."""
+    dtype = result_type(*operands)
+    return tuple(as_array(x, dtype) for x in operands)
+
+
+def float_type(dtype) -> np.dtype:
+    """The dtype of an int-to-float op: integers and bool become float32."""
+    return np.dtype(dtype) if category(dtype) >= _FLOAT else np.dtype(np.float32)
+
+
+def opmath_type(dtype) -> np.dtype:
+    """The dtype PyTorch computes in: float16/bfloat16 widen to float32."""
+    dtype = np.dtype(dtype)
+    if dtype in (np.dtype(jnp.float16), np.dtype(jnp.bfloat16)):
+        return np.dtype(np.float32)
+    return dtype
+
+
+def is_floating(x) -> bool:
+    return category(x.dtype) == _FLOAT
+
+
+def is_integral(x) -> bool:
+    return category(x.dtype) in (_BOOL, _INT)
+
+
+def canonical_dim(dim: int, ndim: int) -> int:
+    """A possibly negative dim as a non-negative axis; 0-d tensors accept 0 and -1."""
+    return dim % max(ndim, 1)

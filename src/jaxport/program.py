@@ -1,0 +1,182 @@
+"""The one small program representation every frontend produces and every backend reads.
+
+A `Program` is a straight-line list of `Node`s over named values. Parameters,
+buffers and constants are explicit inputs; buffer mutations are explicit
+outputs; so interpreting a program is a pure function of its inputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .errors import JaxportError, LoweringError, OpUse, UnsupportedOpsError
+from .ops import registry
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A reference to the value named `name` in the program's environment."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Shape (None for a symbolic dim) and exact source dtype of a tensor value."""
+
+    shape: tuple[int | None, ...]
+    dtype: np.dtype
+
+    def describe(self) -> str:
+        dims = ", ".join("?" if d is None else str(d) for d in self.shape)
+        return f"{np.dtype(self.dtype).name}[{dims}]"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One op application. `expected` is the source graph's TensorSpec (or tuple of them)."""
+
+    name: str
+    op: str
+    args: tuple = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    expected: Any = None
+    module_path: str = ""
+    source: str = ""
+
+    def use(self) -> OpUse:
+        return OpUse(self.op, self.name, self.module_path, self.source)
+
+    def where(self) -> str:
+        return self.use().describe()
+
+
+@dataclass(frozen=True)
+class Input:
+    """A user input: the value it binds, the name users know it by, and its spec."""
+
+    value: str
+    name: str
+    spec: TensorSpec | None
+
+
+@dataclass
+class Program:
+    """Inputs (state, constants, user inputs) -> nodes -> outputs (+ buffer updates)."""
+
+    state_inputs: list[tuple[str, str]]  # (value name, state_dict name)
+    constants: dict[str, Any]  # value name -> array
+    user_inputs: list[Input]
+    nodes: list[Node]
+    outputs: list[Any]  # Ref or constant Python value, flat
+    buffer_updates: dict[str, Ref] = field(default_factory=dict)  # state_dict name -> new value
+
+    def ops(self) -> dict[str, int]:
+        """Histogram of the ops this program uses."""
+        counts: dict[str, int] = {}
+        for node in self.nodes:
+            counts[node.op] = counts.get(node.op, 0) + 1
+        return counts
+
+    def unsupported(self) -> list[OpUse]:
+        names = registry.registered_names()
+        return [node.use() for node in self.nodes if node.op not in names]
+
+    def check_supported(self) -> None:
+        missing = self.unsupported()
+        if missing:
+            raise UnsupportedOpsError(missing)
+
+    def replace(self, **changes) -> Program:
+        return dataclasses.replace(self, **changes)
+
+
+def _resolve(value, env):
+    if isinstance(value, Ref):
+        return env[value.name]
+    if isinstance(value, (list, tuple)):
+        return type(value)(_resolve(v, env) for v in value)
+    if isinstance(value, dict):
+        return {k: _resolve(v, env) for k, v in value.items()}
+    if isinstance(value, np.dtype):
+        return np.dtype(jax.dtypes.canonicalize_dtype(value))
+    return value
+
+
+def _conform(out, expected, node: Node, strict: bool):
+    """Check a lowering's result against the recorded spec; fix dtypes unless strict."""
+    if isinstance(expected, TensorSpec):
+        if not isinstance(out, (jax.Array, np.ndarray)) and not hasattr(out, "aval"):
+            if np.isscalar(out):
+                out = jnp.asarray(out)
+            else:
+                raise LoweringError(f"{node.op} returned {type(out).__name__}, expected a tensor ({node.where()})")
+        shape = tuple(out.shape)
+        if len(shape) != len(expected.shape) or any(
+            e is not None and e != s for e, s in zip(expected.shape, shape)
+        ):
+            raise LoweringError(
+                f"{node.op} produced shape {shape} where PyTorch gives "
+                f"{expected.describe()} ({node.where()})"
+            )
+        want = np.dtype(jax.dtypes.canonicalize_dtype(expected.dtype))
+        if out.dtype != want:
+            if strict:
+                raise LoweringError(
+                    f"{node.op} produced {np.dtype(out.dtype).name} where PyTorch gives "
+                    f"{np.dtype(expected.dtype).name} ({node.where()})"
+                )
+            out = out.astype(want)
+        return out
+    if isinstance(expected, (tuple, list)) and isinstance(out, (tuple, list)) and len(out) == len(expected):
+        return type(out)(_conform(o, e, node, strict) for o, e in zip(out, expected))
+    return out
+
+
+def interpret(
+    program: Program,
+    state: Mapping[str, Any],
+    inputs: Sequence[Any],
+    *,
+    strict: bool = False,
+    lookup: Callable[[str], Callable | None] = registry.lookup,
+) -> tuple[list[Any], dict[str, Any]]:
+    """Run `program`; returns (flat outputs, {buffer name: updated value}).
+
+    This loop is the one place that owns error context: a failing lowering is
+    reported with its node, module path and source line.
+    """
+    env: dict[str, Any] = {}
+    for value, name in program.state_inputs:
+        try:
+            env[value] = state[name]
+        except KeyError:
+            raise LoweringError(f"params has no entry '{name}'") from None
+    env.update(program.constants)
+    for spec, x in zip(program.user_inputs, inputs):
+        env[spec.value] = x
+    for node in program.nodes:
+        fn = lookup(node.op)
+        if fn is None:
+            raise UnsupportedOpsError([node.use()])
+        args = _resolve(node.args, env)
+        kwargs = _resolve(node.kwargs, env)
+        try:
+            out = fn(*args, **kwargs)
+        except JaxportError:
+            raise
+        except jax.errors.JAXTypeError as e:
+            raise LoweringError(f"{node.op} cannot run under this JAX transformation ({node.where()}):\n{e}") from e
+        except Exception as e:
+            raise LoweringError(f"{node.op} failed ({node.where()}): {type(e).__name__}: {e}") from e
+        env[node.name] = _conform(out, node.expected, node, strict)
+    outputs = [_resolve(o, env) for o in program.outputs]
+    updates = {name: env[ref.name] for name, ref in program.buffer_updates.items()}
+    return outputs, updates

@@ -1,0 +1,66 @@
+"""OpInfo conformance: PyTorch's own op database, through torch.export -> jaxport vs PyTorch eager.
+
+`pytest tests/test_opinfo.py --opinfo=full --opinfo-report=...` runs every
+sample; the default smoke level runs a fixed, representative subset.
+See docs/opinfo.md (generated) for the full results.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from tests.conftest import OPINFO_RESULTS
+from tests.opinfo import harness
+from tests.opinfo.expected_failures import EXPECTED_FAILURES
+
+#: At the smoke level: these dtypes, and at most this many samples per (op, dtype).
+SMOKE_DTYPES = (torch.float32, torch.int64, torch.bool, torch.float16)
+SMOKE_SAMPLES = 2
+PATHS = os.environ.get("JAXPORT_OPINFO_PATHS", "auto").split(",")
+
+
+def _cases(level: str):
+    for op in harness.op_db():
+        for dtype in harness.tested_dtypes(op):
+            if level == "smoke" and dtype not in SMOKE_DTYPES:
+                continue
+            yield pytest.param(op, dtype, id=f"{harness.opinfo_id(op)}-{str(dtype)[6:]}")
+
+
+def pytest_generate_tests(metafunc):
+    if "opinfo_case" in metafunc.fixturenames:
+        level = metafunc.config.getoption("--opinfo")
+        metafunc.parametrize("opinfo_case", list(_cases(level)))
+        metafunc.parametrize("path", PATHS)
+
+
+def expected_failure(op, dtype) -> str | None:
+    name = harness.opinfo_id(op)
+    return EXPECTED_FAILURES.get(f"{name}:{dtype}") or EXPECTED_FAILURES.get(name)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_opinfo(opinfo_case, path, request):
+    op, dtype = opinfo_case
+    level = request.config.getoption("--opinfo")
+    cases = harness.samples(op, dtype)
+    if level == "smoke":
+        cases = cases[:SMOKE_SAMPLES]
+    failures = []
+    for i, sample in enumerate(cases):
+        outcome = harness.run_sample(op, sample, dtype, decompose=path)
+        OPINFO_RESULTS.append({
+            "path": path, "op": harness.opinfo_id(op), "dtype": str(dtype), "sample": i,
+            "status": outcome.status, "detail": outcome.detail, "aten": list(outcome.aten_ops),
+        })
+        if outcome.status in ("failed", "unconvertible"):
+            failures.append(f"sample {i}: {outcome.detail}")
+    reason = expected_failure(op, dtype)
+    if reason and failures:
+        pytest.xfail(reason)
+    if reason and not failures:
+        pytest.fail(f"listed as an expected failure ({reason}) but every sample passes: remove the entry")
+    assert not failures, "\n".join(failures[:5])
