@@ -27,7 +27,7 @@ def _cases(level: str):
         for dtype in harness.tested_dtypes(op):
             if level == "smoke" and dtype not in SMOKE_DTYPES:
                 continue
-            yield pytest.param(op, dtype, id=f"{harness.opinfo_id(op)}-{str(dtype)[6:]}")
+            yield pytest.param((op, dtype), id=f"{harness.opinfo_id(op)}-{str(dtype)[6:]}")
 
 
 def pytest_generate_tests(metafunc):

@@ -146,9 +146,13 @@ def interpret(
     inputs: Sequence[Any],
     *,
     strict: bool = False,
+    rng: jax.Array | None = None,
     lookup: Callable[[str], Callable | None] = registry.lookup,
 ) -> tuple[list[Any], dict[str, Any]]:
     """Run `program`; returns (flat outputs, {buffer name: updated value}).
+
+    `rng` is the `jax.random` key that random ops draw from (each node folds in
+    its own index); without one they use key 0, so results are reproducible.
 
     This loop is the one place that owns error context: a failing lowering is
     reported with its node, module path and source line.
@@ -162,12 +166,16 @@ def interpret(
     env.update(program.constants)
     for spec, x in zip(program.user_inputs, inputs):
         env[spec.value] = x
-    for node in program.nodes:
+    for index, node in enumerate(program.nodes):
         fn = lookup(node.op)
         if fn is None:
             raise UnsupportedOpsError([node.use()])
         args = _resolve(node.args, env)
         kwargs = _resolve(node.kwargs, env)
+        if registry.is_random(node.op):
+            if rng is None:
+                rng = jax.random.key(0)
+            kwargs["key"] = jax.random.fold_in(rng, index)
         try:
             out = fn(*args, **kwargs)
         except JaxportError:

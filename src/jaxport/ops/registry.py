@@ -16,6 +16,8 @@ F = TypeVar("F", bound=Callable)
 ATEN: dict[str, Callable] = {}
 #: "operator.getitem" and friends: Python builtins that appear in exported graphs.
 PYTHON: dict[str, Callable] = {}
+#: Ops whose lowering takes a `key` keyword (a `jax.random` key) from the interpreter.
+RANDOM: set[str] = set()
 
 
 def _register(table: dict[str, Callable], prefix: str, names: tuple[str, ...]) -> Callable[[F], F]:
@@ -30,8 +32,14 @@ def _register(table: dict[str, Callable], prefix: str, names: tuple[str, ...]) -
     return decorator
 
 
-def aten(*overloads: str) -> Callable[[F], F]:
-    """Register a lowering for ATen overloads named without the namespace: `@aten("add.Tensor")`."""
+def aten(*overloads: str, random: bool = False) -> Callable[[F], F]:
+    """Register a lowering for ATen overloads named without the namespace: `@aten("add.Tensor")`.
+
+    `random=True` marks an op that draws random numbers: its lowering takes a
+    keyword-only `key` argument, which the interpreter supplies.
+    """
+    if random:
+        RANDOM.update(f"aten.{name}" for name in overloads)
     return _register(ATEN, "aten.", overloads)
 
 
@@ -44,6 +52,11 @@ def lookup(name: str) -> Callable | None:
     """The lowering registered under `name`, or None."""
     _load_libraries()
     return ATEN.get(name) or PYTHON.get(name)
+
+
+def is_random(name: str) -> bool:
+    _load_libraries()
+    return name in RANDOM
 
 
 def registered_names() -> set[str]:

@@ -1,6 +1,7 @@
 """ATen lowerings, one module per family. Importing this package registers them all."""
 
 from . import (  # noqa: F401
+    activation,
     attention,
     creation,
     elementwise,
@@ -10,4 +11,5 @@ from . import (  # noqa: F401
     reduction,
     shape,
     symbolic,
+    unary,
 )

@@ -1,0 +1,1 @@
+"""ATen lowerings: activation."""

@@ -1,0 +1,3 @@
+"""Expected OpInfo failures owned by the nn family: {"opinfo_id" or "opinfo_id:torch.dtype": reason}."""
+
+EXPECTED_FAILURES: dict[str, str] = {}
