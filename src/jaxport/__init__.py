@@ -8,5 +8,7 @@ from .errors import JaxportError as JaxportError
 from .errors import LoweringError as LoweringError
 from .errors import UnsupportedOpsError as UnsupportedOpsError
 from .model import JaxModel as JaxModel
+from ._torch_utils import to_jax as to_jax
+from ._torch_utils import to_torch as to_torch
 
 __version__ = "0.1.0"

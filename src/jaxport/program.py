@@ -172,10 +172,11 @@ def interpret(
             raise UnsupportedOpsError([node.use()])
         args = _resolve(node.args, env)
         kwargs = _resolve(node.kwargs, env)
-        if registry.is_random(node.op):
+        rng_keyword = registry.random_keyword(node.op)
+        if rng_keyword:
             if rng is None:
                 rng = jax.random.key(0)
-            kwargs["key"] = jax.random.fold_in(rng, index)
+            kwargs[rng_keyword] = jax.random.fold_in(rng, index)
         try:
             out = fn(*args, **kwargs)
         except JaxportError:

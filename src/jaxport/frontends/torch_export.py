@@ -9,6 +9,8 @@ what is still missing after that is reported all at once.
 
 from __future__ import annotations
 
+import operator
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -59,19 +61,6 @@ def op_name(target) -> str:
     return f"{module}.{getattr(target, '__name__', repr(target))}"
 
 
-def _graph_ops(ep: ExportedProgram) -> set[str]:
-    return {op_name(n.target) for n in ep.graph.nodes if n.op == "call_function"}
-
-
-def _missing_uses(ep: ExportedProgram) -> list[OpUse]:
-    names = registry.registered_names()
-    return [
-        OpUse(op_name(n.target), n.name, _module_path(n), _source(n))
-        for n in ep.graph.nodes
-        if n.op == "call_function" and op_name(n.target) not in names
-    ]
-
-
 def lowerable(ep: ExportedProgram, *, decompose: str = "auto") -> ExportedProgram:
     """The exported program with every op jaxport lacks decomposed, if PyTorch can.
 
@@ -82,24 +71,24 @@ def lowerable(ep: ExportedProgram, *, decompose: str = "auto") -> ExportedProgra
         return ep.run_decompositions()
     if decompose == "none":
         return ep
-    missing = {u.op for u in _missing_uses(ep)}
+    missing = {u.op for u in _missing_in_graph(ep)}
     if not missing:
         return ep
     table = {
         op: fn for op, fn in torch.export.default_decompositions().items() if str(op) in missing
     }
     attempts = [lambda: ep.run_decompositions(table), lambda: ep.run_decompositions()]
-    best, best_missing = ep, _missing_uses(ep)
+    best_missing = _missing_in_graph(ep)
     for attempt in attempts:
         try:
             candidate = attempt()
-        except Exception:  # PyTorch's decompositions fail on some graphs (GPT-2): keep the best so far
+        except Exception:  # PyTorch's decompositions fail on some graphs (GPT-2): report the best so far
             continue
-        candidate_missing = _missing_uses(candidate)
+        candidate_missing = _missing_in_graph(candidate)
         if not candidate_missing:
             return candidate
         if len({u.op for u in candidate_missing}) < len({u.op for u in best_missing}):
-            best, best_missing = candidate, candidate_missing
+            best_missing = candidate_missing
     raise UnsupportedOpsError(best_missing)
 
 
@@ -108,13 +97,17 @@ def lowerable(ep: ExportedProgram, *, decompose: str = "auto") -> ExportedProgra
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n\s*(?P<code>[^\n]*)')
 
 
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
 def _source(node: torch.fx.Node) -> str:
-    """The innermost user frame of the node's stack trace: 'file.py:12 in forward: x = a + b'."""
+    """The innermost frame outside torch itself: 'model.py:12 in forward: x = a + b'."""
     trace = node.meta.get("stack_trace") or ""
     frames = list(_FRAME.finditer(trace))
     if not frames:
         return ""
-    f = frames[-1]
+    outside_torch = [f for f in frames if not f["file"].startswith(_TORCH_DIR)]
+    f = (outside_torch or frames)[-1]
     return f"{f['file']}:{f['line']} in {f['fn']}: {f['code'].strip()}"
 
 
@@ -135,35 +128,159 @@ def _spec(val) -> Any:
     return None
 
 
+# -- in-place ops --------------------------------------------------------------------------------
+
+
+def _functional_variant(target) -> Any:
+    """For an in-place overload like `aten.add_.Tensor`, its functional twin `aten.add.Tensor`."""
+    if not isinstance(target, torch._ops.OpOverload) or not target._schema.is_mutable:
+        return None
+    name = target._opname
+    if not name.endswith("_") or name.startswith("_"):
+        return None
+    packet = getattr(torch.ops.aten, name[:-1], None)
+    return getattr(packet, target._overloadname, None) if packet is not None else None
+
+
+def _mutated_argument(target) -> int | None:
+    for i, a in enumerate(target._schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            return i
+    return None
+
+
+def _is_view(node) -> bool:
+    target = getattr(node, "target", None)
+    if not isinstance(target, torch._ops.OpOverload):
+        return node.op == "placeholder"
+    returns = target._schema.returns
+    return bool(returns) and returns[0].alias_info is not None
+
+
+def _rebindable(node: torch.fx.Node) -> bool:
+    """An in-place op jaxport can run as its functional twin: it writes a fresh, unaliased value."""
+    if _functional_variant(node.target) is None:
+        return False
+    index = _mutated_argument(node.target)
+    if index is None or index >= len(node.args):
+        return False
+    written = node.args[index]
+    return isinstance(written, torch.fx.Node) and not _is_view(written)
+
+
 # -- arguments -----------------------------------------------------------------------------------
 
-
-def _arg(value):
-    if isinstance(value, torch.fx.Node):
-        return Ref(value.name)
-    if isinstance(value, torch.dtype):
-        return tu.numpy_dtype(value)
-    if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
-        return None
-    if isinstance(value, (list, tuple)):
-        return type(value)(_arg(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _arg(v) for k, v in value.items()}
-    if isinstance(value, torch.Tensor):
-        raise ExportError(f"unexpected tensor constant in a graph argument: {value!r}")
-    return value
+_INLINED_HOPS = {"wrap_with_set_grad_enabled": 1, "wrap_with_autocast": 4}
 
 
-def _kwargs(node: torch.fx.Node) -> dict:
-    kwargs = {k: _arg(v) for k, v in node.kwargs.items() if k not in _PLACEMENT_KWARGS}
-    target = node.target
-    # Fill an omitted `dtype=` from the recorded output, so lowerings never guess torch defaults.
-    if isinstance(target, torch._ops.OpOverload) and kwargs.get("dtype") is None:
-        arg = next((a for a in target._schema.arguments if a.name == "dtype"), None)
-        val = node.meta.get("val")
-        if arg is not None and arg.kwarg_only and isinstance(val, torch.Tensor):
-            kwargs["dtype"] = tu.numpy_dtype(val.dtype)
-    return kwargs
+class _Translator:
+    """Walks an FX graph into Program nodes, rebinding in-place writes and inlining wrapper HOPs."""
+
+    def __init__(self, graph_module):
+        self.graph_module = graph_module
+        self.rename: dict[str, Any] = {}  # fx node name -> Ref or constant that stands for it
+        self.hop_outputs: dict[str, list] = {}
+        self.nodes: list[Node] = []
+
+    def arg(self, value):
+        if isinstance(value, torch.fx.Node):
+            return self.rename.get(value.name, Ref(value.name))
+        if isinstance(value, torch.dtype):
+            return tu.numpy_dtype(value)
+        if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
+            return None
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.arg(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self.arg(v) for k, v in value.items()}
+        if isinstance(value, torch.Tensor):
+            raise ExportError(f"unexpected tensor constant in a graph argument: {value!r}")
+        return value
+
+    def kwargs(self, node: torch.fx.Node) -> dict:
+        kwargs = {k: self.arg(v) for k, v in node.kwargs.items() if k not in _PLACEMENT_KWARGS}
+        target = node.target
+        # Fill an omitted `dtype=` from the recorded output, so lowerings never guess torch defaults.
+        if isinstance(target, torch._ops.OpOverload) and kwargs.get("dtype") is None:
+            arg = next((a for a in target._schema.arguments if a.name == "dtype"), None)
+            val = node.meta.get("val")
+            if arg is not None and arg.kwarg_only and isinstance(val, torch.Tensor):
+                kwargs["dtype"] = tu.numpy_dtype(val.dtype)
+        return kwargs
+
+    def graph(self, graph: torch.fx.Graph, prefix: str = "") -> list:
+        """Translate `graph`'s call_function nodes; returns its output values."""
+        for node in graph.nodes:
+            if node.op == "call_function":
+                self.node(node, prefix)
+            elif node.op == "output":
+                return list(self.arg(node.args[0]))
+        return []
+
+    def node(self, node: torch.fx.Node, prefix: str) -> None:
+        target = node.target
+        hop = getattr(target, "__name__", "")
+        if isinstance(target, torch._ops.HigherOrderOperator) and hop in _INLINED_HOPS:
+            self.inline(node, _INLINED_HOPS[hop], prefix)
+            return
+        if target is operator.getitem and node.args[0].name in self.hop_outputs:
+            self.rename[node.name] = self.hop_outputs[node.args[0].name][node.args[1]]
+            return
+        op = op_name(target)
+        if _rebindable(node):
+            # Run `x.add_(y)` as `add(x, y)`, and let later readers of x read the result.
+            op = str(_functional_variant(target))
+            written = node.args[_mutated_argument(target)]
+        else:
+            written = None
+        name = prefix + node.name
+        self.nodes.append(
+            Node(
+                name=name,
+                op=op,
+                args=tuple(self.arg(a) for a in node.args),
+                kwargs=self.kwargs(node),
+                expected=_spec(node.meta.get("val")),
+                module_path=_module_path(node),
+                source=_source(node),
+            )
+        )
+        if prefix:
+            self.rename[node.name] = Ref(name)
+        if written is not None:
+            self.rename[written.name] = Ref(name)
+
+    def inline(self, node: torch.fx.Node, body_index: int, prefix: str) -> None:
+        body = getattr(self.graph_module, node.args[body_index].target)
+        inner = f"{prefix}{node.name}_"
+        placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]
+        outer_rename = dict(self.rename)
+        for placeholder, value in zip(placeholders, node.args[body_index + 1 :]):
+            self.rename[placeholder.name] = self.arg(value)
+        saved_module, self.graph_module = self.graph_module, body
+        outputs = self.graph(body.graph, inner)
+        self.graph_module = saved_module
+        # Names inside the body are local to it; keep only what the outer graph can see.
+        self.rename = outer_rename
+        self.hop_outputs[node.name] = outputs
+
+
+def _missing_in_graph(ep: ExportedProgram) -> list[OpUse]:
+    """Ops without a lowering, and in-place writes into views that only functionalization can run."""
+    names = registry.registered_names()
+    uses = []
+    for n in ep.graph.nodes:
+        if n.op != "call_function" or isinstance(n.target, torch._ops.HigherOrderOperator):
+            continue
+        name = op_name(n.target)
+        if _functional_variant(n.target) is not None:
+            if not _rebindable(n):
+                uses.append(OpUse(f"{name} (in-place write through a view)", n.name, _module_path(n), _source(n)))
+            elif str(_functional_variant(n.target)) not in names:
+                uses.append(OpUse(str(_functional_variant(n.target)), n.name, _module_path(n), _source(n)))
+        elif name not in names:
+            uses.append(OpUse(name, n.name, _module_path(n), _source(n)))
+    return uses
 
 
 # -- the program ---------------------------------------------------------------------------------
@@ -199,30 +316,15 @@ def to_program(ep: ExportedProgram) -> tuple[Program, dict[str, torch.Tensor]]:
         else:
             raise ExportError(f"jaxport does not support {spec.kind.name} inputs ({node.name})")
 
-    nodes: list[Node] = []
-    for node in ep.graph.nodes:
-        if node.op != "call_function":
-            continue
-        nodes.append(
-            Node(
-                name=node.name,
-                op=op_name(node.target),
-                args=tuple(_arg(a) for a in node.args),
-                kwargs=_kwargs(node),
-                expected=_spec(node.meta.get("val")),
-                module_path=_module_path(node),
-                source=_source(node),
-            )
-        )
-
-    output_node = next(n for n in ep.graph.nodes if n.op == "output")
+    translator = _Translator(ep.graph_module)
+    graph_outputs = translator.graph(ep.graph)
     outputs: list[Any] = []
     buffer_updates: dict[str, Ref] = {}
-    for value, spec in zip(output_node.args[0], sig.output_specs):
+    for value, spec in zip(graph_outputs, sig.output_specs):
         if spec.kind == OutputKind.BUFFER_MUTATION:
-            buffer_updates[spec.target] = _arg(value)
+            buffer_updates[spec.target] = value
         elif spec.kind == OutputKind.USER_OUTPUT:
-            outputs.append(_arg(value))
+            outputs.append(value)
         elif spec.kind == OutputKind.TOKEN:
             continue
         else:
@@ -230,7 +332,7 @@ def to_program(ep: ExportedProgram) -> tuple[Program, dict[str, torch.Tensor]]:
                 f"jaxport does not support models that {spec.kind.name.lower().replace('_', ' ')} "
                 f"({spec.target}); a pure JAX function cannot change its inputs"
             )
-    program = Program(state_inputs, constants, user_inputs, nodes, outputs, buffer_updates)
+    program = Program(state_inputs, constants, user_inputs, translator.nodes, outputs, buffer_updates)
     return program, state
 
 
@@ -243,7 +345,7 @@ def output_builder(spec) -> Callable[[list], Any]:
     def build(spec, leaves):
         if spec.is_leaf():
             return next(leaves)
-        children = [build(child, leaves) for child in spec.children_specs]
+        children = [build(child, leaves) for child in spec.children()]
         if spec.type in (tuple, list):
             return spec.type(children)
         if spec.type is dict or isinstance(spec.context, (list, tuple)) and all(
@@ -262,7 +364,7 @@ def output_builder(spec) -> Callable[[list], Any]:
 
 def input_flattener(in_spec, user_inputs: list[Input]) -> Callable[[tuple, dict], list]:
     """A function turning (args, kwargs) into the flat inputs the program takes, with clear errors."""
-    args_spec, kwargs_spec = in_spec.children_specs
+    args_spec, kwargs_spec = in_spec.children()
     kwarg_names = list(kwargs_spec.context) if kwargs_spec.context else []
     n_args = args_spec.num_children
 

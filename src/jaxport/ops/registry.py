@@ -16,8 +16,8 @@ F = TypeVar("F", bound=Callable)
 ATEN: dict[str, Callable] = {}
 #: "operator.getitem" and friends: Python builtins that appear in exported graphs.
 PYTHON: dict[str, Callable] = {}
-#: Ops whose lowering takes a `key` keyword (a `jax.random` key) from the interpreter.
-RANDOM: set[str] = set()
+#: Ops that draw random numbers -> the keyword their lowering takes a `jax.random` key by.
+RANDOM: dict[str, str] = {}
 
 
 def _register(table: dict[str, Callable], prefix: str, names: tuple[str, ...]) -> Callable[[F], F]:
@@ -32,14 +32,16 @@ def _register(table: dict[str, Callable], prefix: str, names: tuple[str, ...]) -
     return decorator
 
 
-def aten(*overloads: str, random: bool = False) -> Callable[[F], F]:
+def aten(*overloads: str, random: bool | str = False) -> Callable[[F], F]:
     """Register a lowering for ATen overloads named without the namespace: `@aten("add.Tensor")`.
 
     `random=True` marks an op that draws random numbers: its lowering takes a
-    keyword-only `key` argument, which the interpreter supplies.
+    keyword-only `key` argument, which the interpreter supplies. A string names
+    that keyword instead, for ops whose schema already has a `key`.
     """
     if random:
-        RANDOM.update(f"aten.{name}" for name in overloads)
+        keyword = "key" if random is True else random
+        RANDOM.update({f"aten.{name}": keyword for name in overloads})
     return _register(ATEN, "aten.", overloads)
 
 
@@ -54,9 +56,10 @@ def lookup(name: str) -> Callable | None:
     return ATEN.get(name) or PYTHON.get(name)
 
 
-def is_random(name: str) -> bool:
+def random_keyword(name: str) -> str | None:
+    """The keyword that op `name`'s lowering takes its `jax.random` key by, or None."""
     _load_libraries()
-    return name in RANDOM
+    return RANDOM.get(name)
 
 
 def registered_names() -> set[str]:

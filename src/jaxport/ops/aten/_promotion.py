@@ -131,3 +131,25 @@ def is_integral(x) -> bool:
 def canonical_dim(dim: int, ndim: int) -> int:
     """A possibly negative dim as a non-negative axis; 0-d tensors accept 0 and -1."""
     return dim % max(ndim, 1)
+
+
+def fill_value(value, dtype):
+    """A fill value (Python scalar or 0-d array) as `dtype`; integers clip to the dtype's range.
+
+    PyTorch fills with int64 values such as `torch.iinfo(torch.int64).min`
+    (attention masks); with JAX's x64 mode off the dtype is int32, so the value
+    saturates at int32's minimum rather than wrapping or overflowing.
+    """
+    dtype = np.dtype(dtype)
+    if not isinstance(value, (bool, int, float, np.generic)):
+        return jnp.asarray(value).astype(dtype)  # a tensor or a traced scalar
+    if dtype == np.bool_:
+        return np.bool_(value != 0)
+    if jnp.issubdtype(dtype, jnp.integer):
+        info = np.iinfo(dtype)
+        if isinstance(value, (float, np.floating)):
+            if value != value:  # NaN
+                return dtype.type(0)
+            value = info.max if value >= info.max else info.min if value <= info.min else int(value)
+        return dtype.type(min(max(int(value), int(info.min)), int(info.max)))
+    return np.asarray(value).astype(dtype)

@@ -1,66 +1,495 @@
-"""ATen lowerings: elementwise arithmetic, math functions, comparisons, logic and bitwise ops.
+"""ATen lowerings: elementwise arithmetic, comparisons, logic and bitwise ops.
 
 Type promotion follows PyTorch (`_promotion.result_type`); float16/bfloat16 math
-runs in float32 and rounds once at the end, as PyTorch's CPU kernels do.
+runs in float32 and rounds once at the end, as PyTorch's CPU kernels do. Python
+scalar operands take part in that float32 math unrounded, as in PyTorch.
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
+import jax.scipy.special as jsp
+import numpy as np
+from jax import lax
 
 from ..registry import aten
-from ._promotion import float_type, opmath_type, promote, result_type
+from ._promotion import (
+    as_array,
+    canonical,
+    category,
+    float_type,
+    is_scalar,
+    opmath_type,
+    promote,
+    result_type,
+)
 
 
-def _float_unary(fn, self):
-    """An int-to-float unary op computed in opmath precision."""
-    out_dtype = float_type(self.dtype)
-    return fn(self.astype(opmath_type(out_dtype))).astype(out_dtype)
+def _compute(fn, dtype, *operands):
+    """`fn` over the operands cast to `dtype`'s opmath type; the result cast to `dtype`."""
+    compute = opmath_type(dtype)
+    return fn(*(as_array(x, compute) for x in operands)).astype(dtype)
+
+
+def _float_binary(fn, self, other):
+    """A binary op whose integer operands promote to float32, computed in opmath precision."""
+    return _compute(fn, float_type(result_type(self, other)), self, other)
+
+
+def _is_int(dtype) -> bool:
+    return category(dtype) <= 1
+
+
+def _div_trunc(a, b):
+    if _is_int(a.dtype):
+        return lax.div(*jnp.broadcast_arrays(a, b))
+    return jnp.trunc(a / b)
+
+
+def _div_floor(a, b):
+    if _is_int(a.dtype):
+        return jnp.floor_divide(a, b)
+    # PyTorch's div_floor_floating (Python's float floor division)
+    mod = jnp.fmod(a, b)
+    div = (a - mod) / b
+    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    floordiv = jnp.floor(div)
+    floordiv = jnp.where(div - floordiv > 0.5, floordiv + 1, floordiv)
+    floordiv = jnp.where(div == 0, jnp.copysign(jnp.zeros_like(div), a / b), floordiv)
+    return jnp.where(b == 0, a / b, floordiv)
+
+
+def _int_pow(base, exponent):
+    """Integer power as PyTorch's powi: negative exponents give 0, except for bases 1 and -1."""
+    if base.dtype == jnp.bool_:
+        return _int_pow(base.astype(np.uint8), exponent.astype(np.uint8)).astype(jnp.bool_)
+    if jnp.issubdtype(base.dtype, jnp.unsignedinteger):
+        return jnp.power(base, exponent)
+    negative = exponent < 0
+    out = jnp.power(base, jnp.where(negative, jnp.zeros_like(exponent), exponent))
+    one = jnp.ones_like(out)
+    odd = (exponent % 2) != 0
+    inverse = jnp.where(base == 1, one, jnp.where(base == -1, jnp.where(odd, -one, one), jnp.zeros_like(out)))
+    return jnp.where(negative, inverse, out)
+
+
+def _xlog(log, self, other):
+    def fn(x, y):
+        out = jnp.where(x == 0, jnp.zeros_like(x), x * log(y))
+        return jnp.where(jnp.isnan(y), y, out)
+
+    return _float_binary(fn, self, other)
 
 
 @aten("add.Tensor", "add.Scalar")
 def aten_add(self, other, alpha=1):
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
+    dtype = result_type(self, other)
+    if dtype == np.bool_:
+        self, other = promote(self, other)
+        return self | other if alpha else self
+    if alpha == 1:
+        return _compute(lambda a, b: a + b, dtype, self, other)
+    return _compute(lambda a, b: a + jnp.asarray(alpha, a.dtype) * b, dtype, self, other)
+
+
+@aten("addcdiv.default")
+def aten_addcdiv(self, tensor1, tensor2, *, value=1):
+    """addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
+    dtype = result_type(self, tensor1, tensor2)
+    return _compute(lambda s, a, b: s + jnp.asarray(value, s.dtype) * a / b, dtype, self, tensor1, tensor2)
+
+
+@aten("addcmul.default")
+def aten_addcmul(self, tensor1, tensor2, *, value=1):
+    """addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
+    dtype = result_type(self, tensor1, tensor2)
+    if dtype == np.bool_:
+        self, tensor1, tensor2 = promote(self, tensor1, tensor2)
+        return self | (tensor1 & tensor2) if value else self
+    return _compute(lambda s, a, b: s + jnp.asarray(value, s.dtype) * a * b, dtype, self, tensor1, tensor2)
+
+
+@aten("atan2.default")
+def aten_atan2(self, other):
+    """atan2(Tensor self, Tensor other) -> Tensor"""
+    return _float_binary(jnp.arctan2, self, other)
+
+
+@aten(
+    "bitwise_and.Tensor", "bitwise_and.Scalar", "bitwise_and.Scalar_Tensor",
+    "__and__.Tensor", "__and__.Scalar",
+)
+def aten_bitwise_and(self, other):
+    """bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(self, other)
-    if alpha != 1:
-        other = other * jnp.asarray(alpha, other.dtype)
-    return self + other
+    return jnp.bitwise_and(self, other)
 
 
-@aten("div.Tensor", "div.Scalar")
+@aten(
+    "bitwise_left_shift.Tensor", "bitwise_left_shift.Tensor_Scalar", "bitwise_left_shift.Scalar_Tensor",
+    "__lshift__.Tensor", "__lshift__.Scalar",
+)
+def aten_bitwise_left_shift(self, other):
+    """bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    bits = np.dtype(self.dtype).itemsize * 8
+    # PyTorch: shifting by a negative count or by the bit width or more gives 0.
+    out_of_range = (other < 0) | (other >= bits) if jnp.issubdtype(other.dtype, jnp.signedinteger) else other >= bits
+    safe = jnp.where(out_of_range, jnp.zeros_like(other), other)
+    return jnp.where(out_of_range, jnp.zeros_like(self), jnp.left_shift(self, safe))
+
+
+@aten(
+    "bitwise_or.Tensor", "bitwise_or.Scalar", "bitwise_or.Scalar_Tensor",
+    "__or__.Tensor", "__or__.Scalar",
+)
+def aten_bitwise_or(self, other):
+    """bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    return jnp.bitwise_or(self, other)
+
+
+@aten(
+    "bitwise_right_shift.Tensor", "bitwise_right_shift.Tensor_Scalar", "bitwise_right_shift.Scalar_Tensor",
+    "__rshift__.Tensor", "__rshift__.Scalar",
+)
+def aten_bitwise_right_shift(self, other):
+    """bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    signed = jnp.issubdtype(self.dtype, jnp.signedinteger)
+    # PyTorch: a negative or too large count shifts by the bit width (less the sign bit).
+    max_shift = np.dtype(self.dtype).itemsize * 8 - int(signed)
+    out_of_range = (other < 0) | (other >= max_shift) if signed else other >= max_shift
+    safe = jnp.where(out_of_range, jnp.full_like(other, max_shift), other)
+    return jnp.right_shift(self, safe)
+
+
+@aten(
+    "bitwise_xor.Tensor", "bitwise_xor.Scalar", "bitwise_xor.Scalar_Tensor",
+    "__xor__.Tensor", "__xor__.Scalar",
+)
+def aten_bitwise_xor(self, other):
+    """bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    return jnp.bitwise_xor(self, other)
+
+
+@aten("clamp.default", "clamp.Tensor", "clip.default", "clip.Tensor")
+def aten_clamp(self, min=None, max=None):
+    """clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
+    dtype = result_type(self, min, max)
+    out = self.astype(dtype)
+    if min is not None:
+        out = jnp.maximum(out, as_array(min, dtype))
+    if max is not None:
+        out = jnp.minimum(out, as_array(max, dtype))
+    return out
+
+
+@aten("clamp_max.default", "clamp_max.Tensor")
+def aten_clamp_max(self, max):
+    """clamp_max(Tensor self, Scalar max) -> Tensor"""
+    self, max = promote(self, max)
+    return jnp.minimum(self, max)
+
+
+@aten("clamp_min.default", "clamp_min.Tensor")
+def aten_clamp_min(self, min):
+    """clamp_min(Tensor self, Scalar min) -> Tensor"""
+    self, min = promote(self, min)
+    return jnp.maximum(self, min)
+
+
+@aten("copysign.Tensor", "copysign.Scalar")
+def aten_copysign(self, other):
+    """copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
+    return _float_binary(jnp.copysign, self, other)
+
+
+@aten("div.Tensor", "div.Scalar", "true_divide.Tensor", "true_divide.Scalar")
 def aten_div(self, other):
     """div.Tensor(Tensor self, Tensor other) -> Tensor"""
-    dtype = float_type(result_type(self, other))
+    return _float_binary(lambda a, b: a / b, self, other)
+
+
+@aten("div.Tensor_mode", "div.Scalar_mode")
+def aten_div_mode(self, other, *, rounding_mode=None):
+    """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
+    if rounding_mode is None:
+        return aten_div(self, other)
+    divide = _div_trunc if rounding_mode == "trunc" else _div_floor
+    return _compute(divide, result_type(self, other), self, other)
+
+
+@aten("eq.Tensor", "eq.Scalar")
+def aten_eq(self, other):
+    """eq.Tensor(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(self, other)
-    compute = opmath_type(dtype)
-    return (self.astype(compute) / other.astype(compute)).astype(dtype)
+    return self == other
 
 
-@aten("exp.default")
-def aten_exp(self):
-    """exp(Tensor self) -> Tensor"""
-    return _float_unary(jnp.exp, self)
+@aten("float_power.Tensor_Tensor", "float_power.Tensor_Scalar", "float_power.Scalar")
+def aten_float_power(self, exponent):
+    """float_power.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
+    dtype = canonical(np.float64)
+    return jnp.power(as_array(self, dtype), as_array(exponent, dtype))
+
+
+@aten("floor_divide.default", "floor_divide.Scalar")
+def aten_floor_divide(self, other):
+    """floor_divide(Tensor self, Tensor other) -> Tensor"""
+    return _compute(_div_floor, result_type(self, other), self, other)
+
+
+@aten("fmax.default")
+def aten_fmax(self, other):
+    """fmax(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    return jnp.fmax(self, other)
+
+
+@aten("fmin.default")
+def aten_fmin(self, other):
+    """fmin(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    return jnp.fmin(self, other)
+
+
+@aten("fmod.Tensor", "fmod.Scalar")
+def aten_fmod(self, other):
+    """fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
+    return _compute(jnp.fmod, result_type(self, other), self, other)
+
+
+@aten("gcd.default")
+def aten_gcd(self, other):
+    """gcd(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    return jnp.gcd(self, other)
+
+
+@aten("ge.Tensor", "ge.Scalar")
+def aten_ge(self, other):
+    """ge.Tensor(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    return self >= other
+
+
+@aten("gt.Tensor", "gt.Scalar")
+def aten_gt(self, other):
+    """gt.Tensor(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    return self > other
+
+
+@aten("heaviside.default")
+def aten_heaviside(self, values):
+    """heaviside(Tensor self, Tensor values) -> Tensor"""
+    self, values = promote(self, values)
+    return jnp.where(self == 0, values, (self > 0).astype(self.dtype))
+
+
+@aten("hypot.default")
+def aten_hypot(self, other):
+    """hypot(Tensor self, Tensor other) -> Tensor"""
+    return _compute(jnp.hypot, result_type(self, other), self, other)
+
+
+@aten("igamma.default")
+def aten_igamma(self, other):
+    """igamma(Tensor self, Tensor other) -> Tensor"""
+    return _float_binary(jsp.gammainc, self, other)
+
+
+@aten("igammac.default")
+def aten_igammac(self, other):
+    """igammac(Tensor self, Tensor other) -> Tensor"""
+    return _float_binary(jsp.gammaincc, self, other)
+
+
+@aten("isclose.default")
+def aten_isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """isclose(Tensor self, Tensor other, float rtol=1.0000000000000001e-05, float atol=1e-08, bool equal_nan=False) -> Tensor"""
+    close = self == other
+    if equal_nan and not _is_int(self.dtype):
+        close = close | (jnp.isnan(self) & jnp.isnan(other))
+    if rtol == 0 and atol == 0:
+        return close
+    # As PyTorch: bool operands count as float32; rtol * other and the error compare in PyTorch's dtypes.
+    if self.dtype == jnp.bool_:
+        self, other = self.astype(np.float32), other.astype(np.float32)
+    scaled_dtype = result_type(other, rtol)
+    allowed = jnp.abs(other.astype(scaled_dtype) * jnp.asarray(rtol, scaled_dtype))
+    allowed = allowed + jnp.asarray(atol, scaled_dtype)
+    actual = jnp.abs(self - other)
+    compare_dtype = result_type(actual, allowed)
+    actual, allowed = actual.astype(compare_dtype), allowed.astype(compare_dtype)
+    finite = jnp.isfinite(actual) if not _is_int(compare_dtype) else jnp.ones(actual.shape, jnp.bool_)
+    return close | (finite & (actual <= allowed))
+
+
+@aten("lcm.default")
+def aten_lcm(self, other):
+    """lcm(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    gcd = jnp.gcd(self, other)
+    safe = jnp.where(gcd == 0, jnp.ones_like(gcd), gcd)
+    return jnp.where(gcd == 0, jnp.zeros_like(gcd), jnp.abs(self // safe * other))
+
+
+@aten("le.Tensor", "le.Scalar")
+def aten_le(self, other):
+    """le.Tensor(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    return self <= other
+
+
+@aten("lerp.Scalar", "lerp.Tensor")
+def aten_lerp(self, end, weight):
+    """lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
+    dtype = result_type(self, end)
+
+    def fn(s, e, w):
+        small = jnp.abs(w) < 0.5
+        return jnp.where(small, s + w * (e - s), e - (e - s) * (1 - w))
+
+    return _compute(fn, dtype, self, end, weight)
+
+
+@aten("logaddexp.default")
+def aten_logaddexp(self, other):
+    """logaddexp(Tensor self, Tensor other) -> Tensor"""
+    return _compute(jnp.logaddexp, result_type(self, other), self, other)
+
+
+@aten("logaddexp2.default")
+def aten_logaddexp2(self, other):
+    """logaddexp2(Tensor self, Tensor other) -> Tensor"""
+    return _compute(jnp.logaddexp2, result_type(self, other), self, other)
+
+
+@aten("logical_and.default")
+def aten_logical_and(self, other):
+    """logical_and(Tensor self, Tensor other) -> Tensor"""
+    return jnp.logical_and(self.astype(jnp.bool_), other.astype(jnp.bool_))
+
+
+@aten("logical_or.default")
+def aten_logical_or(self, other):
+    """logical_or(Tensor self, Tensor other) -> Tensor"""
+    return jnp.logical_or(self.astype(jnp.bool_), other.astype(jnp.bool_))
+
+
+@aten("logical_xor.default")
+def aten_logical_xor(self, other):
+    """logical_xor(Tensor self, Tensor other) -> Tensor"""
+    return jnp.logical_xor(self.astype(jnp.bool_), other.astype(jnp.bool_))
+
+
+@aten("lt.Tensor", "lt.Scalar")
+def aten_lt(self, other):
+    """lt.Tensor(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    return self < other
+
+
+@aten("maximum.default", "max.other")
+def aten_maximum(self, other):
+    """maximum(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    return jnp.maximum(self, other)
+
+
+@aten("minimum.default", "min.other")
+def aten_minimum(self, other):
+    """minimum(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    return jnp.minimum(self, other)
 
 
 @aten("mul.Tensor", "mul.Scalar")
 def aten_mul(self, other):
     """mul.Tensor(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    if self.dtype == jnp.bool_:
+    dtype = result_type(self, other)
+    if dtype == np.bool_:
+        self, other = promote(self, other)
         return self & other
-    return self * other
+    return _compute(lambda a, b: a * b, dtype, self, other)
 
 
-@aten("neg.default")
-def aten_neg(self):
-    """neg(Tensor self) -> Tensor"""
-    return -self
+@aten("ne.Tensor", "ne.Scalar")
+def aten_ne(self, other):
+    """ne.Tensor(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    return self != other
+
+
+@aten("nextafter.default")
+def aten_nextafter(self, other):
+    """nextafter(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(self, other)
+    return jnp.nextafter(self, other)
+
+
+@aten("pow.Tensor_Tensor", "pow.Tensor_Scalar", "pow.Scalar")
+def aten_pow(self, exponent):
+    """pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
+    dtype = result_type(self, exponent)
+    if _is_int(dtype):
+        return _int_pow(as_array(self, dtype), as_array(exponent, dtype))
+    if isinstance(exponent, (int, float)) and float(exponent).is_integer() and abs(exponent) <= 4:
+        # small integral exponents multiply, as PyTorch's pow_tensor_scalar kernel does
+        return _compute(lambda a: lax.integer_pow(a, int(exponent)), dtype, self)
+    return _compute(jnp.power, dtype, self, exponent)
+
+
+@aten("remainder.Tensor", "remainder.Scalar", "remainder.Scalar_Tensor")
+def aten_remainder(self, other):
+    """remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
+
+    def fn(a, b):
+        mod = jnp.fmod(a, b)
+        return jnp.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
+
+    return _compute(fn, result_type(self, other), self, other)
+
+
+@aten("rsub.Tensor", "rsub.Scalar")
+def aten_rsub(self, other, alpha=1):
+    """rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
+    return aten_sub(other, self, alpha)
+
+
+@aten("special_xlog1py.default", "special_xlog1py.other_scalar", "special_xlog1py.self_scalar")
+def aten_special_xlog1py(self, other):
+    """special_xlog1py(Tensor self, Tensor other) -> Tensor"""
+    return _xlog(jnp.log1p, self, other)
+
+
+@aten("special_zeta.default", "special_zeta.other_scalar", "special_zeta.self_scalar")
+def aten_special_zeta(self, other):
+    """special_zeta(Tensor self, Tensor other) -> Tensor"""
+    return _float_binary(jsp.zeta, self, other)
 
 
 @aten("sub.Tensor", "sub.Scalar")
 def aten_sub(self, other, alpha=1):
     """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    self, other = promote(self, other)
-    if alpha != 1:
-        other = other * jnp.asarray(alpha, other.dtype)
-    return self - other
+    dtype = result_type(self, other)
+    if alpha == 1:
+        return _compute(lambda a, b: a - b, dtype, self, other)
+    return _compute(lambda a, b: a - jnp.asarray(alpha, a.dtype) * b, dtype, self, other)
+
+
+@aten("where.self", "where.ScalarOther", "where.ScalarSelf", "where.Scalar")
+def aten_where(condition, self, other):
+    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
+    dtype = result_type(self, other)
+    return jnp.where(condition.astype(jnp.bool_), as_array(self, dtype), as_array(other, dtype))
+
+
+@aten("xlogy.Tensor", "xlogy.Scalar_Other", "xlogy.Scalar_Self")
+def aten_xlogy(self, other):
+    """xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
+    return _xlog(jnp.log, self, other)

@@ -1,1 +1,457 @@
-"""ATen lowerings: reduction."""
+"""ATen lowerings: reductions, scans, sorting, softmax and norms.
+
+PyTorch conventions kept here: integer and bool sums/products accumulate into
+int64, indices are int64, NaN is the largest value (sorting, max, argmax) and
+propagates through max/min/median, and float16/bfloat16 reductions accumulate
+in float32 (`opmath_type`) and round once at the end.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..registry import aten
+from ._promotion import canonical, canonical_dim, float_type, is_floating, is_integral, opmath_type
+
+
+def _index_dtype():
+    return canonical(np.int64)
+
+
+def _axes(dim, ndim: int) -> tuple[int, ...]:
+    """Reduction axes: None or [] mean every axis; 0-d tensors accept 0 and -1 and reduce nothing."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, int):
+        dim = [dim]
+    if len(dim) == 0 or ndim == 0:
+        return tuple(range(ndim))
+    return tuple(sorted({canonical_dim(d, ndim) for d in dim}))
+
+
+def _accumulate_dtype(self, dtype):
+    """The output dtype of sum/prod/cumsum: `dtype`, else integers and bool widen to int64."""
+    if dtype is not None:
+        return np.dtype(dtype)
+    return canonical(np.int64) if is_integral(self) else np.dtype(self.dtype)
+
+
+def _on_axis(fn, self, dim, keepdim=False):
+    """Apply `fn(x, axis)` along one dim; a 0-d tensor is treated as a 1-element vector."""
+    if self.ndim == 0:
+        out = fn(self.reshape(1), 0)
+        if isinstance(out, tuple):
+            return tuple(o.reshape(()) for o in out)
+        return out.reshape(())
+    axis = canonical_dim(dim, self.ndim)
+    out = fn(self, axis)
+    if keepdim:
+        if isinstance(out, tuple):
+            return tuple(jnp.expand_dims(o, axis) for o in out)
+        return jnp.expand_dims(out, axis)
+    return out
+
+
+def _sort(x, axis: int, descending: bool):
+    """Stable sort along `axis`: (values, int64 indices); NaN sorts as the largest value."""
+    n = x.shape[axis]
+    iota = lax.broadcasted_iota(_index_dtype(), x.shape, axis)
+    keys = x.astype(jnp.uint8) if x.dtype == jnp.bool_ else x
+    if descending:
+        # A stable ascending sort of the reversed input, reversed, keeps equal elements in order.
+        keys, iota = lax.rev(keys, (axis,)), lax.rev(iota, (axis,))
+    if n == 0:
+        values, indices = keys, iota
+    else:
+        values, indices = lax.sort((keys, iota), dimension=axis, is_stable=True, num_keys=1)
+    if descending:
+        values, indices = lax.rev(values, (axis,)), lax.rev(indices, (axis,))
+    return values.astype(x.dtype), indices
+
+
+def _var(self, dim, correction, keepdim):
+    """Variance with PyTorch's divisor max(0, N - correction): (var, mean) in opmath, and the output dtype."""
+    axes = _axes(dim, self.ndim)
+    out_dtype = float_type(self.dtype)
+    x = self.astype(opmath_type(out_dtype))
+    n = math.prod(self.shape[a] for a in axes)
+    mean = jnp.mean(x, axis=axes, keepdims=True) if n else jnp.sum(x, axis=axes, keepdims=True) * jnp.nan
+    centered = x - mean
+    sq = jnp.sum(centered * centered, axis=axes, keepdims=keepdim)
+    correction = 1 if correction is None else correction
+    var = sq / jnp.asarray(max(0, n - correction), sq.dtype)
+    if not keepdim:
+        mean = jnp.squeeze(mean, axis=axes)
+    return var, mean, out_dtype
+
+
+def _vector_norm(self, ord, dim, keepdim, dtype):
+    out_dtype = np.dtype(dtype) if dtype is not None else float_type(self.dtype)
+    axes = _axes(dim, self.ndim)
+    x = jnp.abs(self.astype(opmath_type(out_dtype)))
+    ord = 2.0 if ord is None else float(ord)
+    if ord == math.inf:
+        out = jnp.max(x, axis=axes, keepdims=keepdim)
+    elif ord == -math.inf:
+        out = jnp.min(x, axis=axes, keepdims=keepdim)
+    elif ord == 0:
+        out = jnp.sum((x != 0).astype(x.dtype), axis=axes, keepdims=keepdim)
+    elif ord == 1:
+        out = jnp.sum(x, axis=axes, keepdims=keepdim)
+    elif ord == 2:
+        out = jnp.sqrt(jnp.sum(x * x, axis=axes, keepdims=keepdim))
+    else:
+        out = jnp.sum(x**ord, axis=axes, keepdims=keepdim) ** (1.0 / ord)
+    return out.astype(out_dtype)
+
+
+def _softmax(fn, self, dim, out_dtype):
+    x = self.astype(opmath_type(out_dtype))
+    return _on_axis(lambda v, axis: fn(v, axis=axis), x, dim).astype(out_dtype)
+
+
+def _any_dtype(self):
+    return np.dtype(np.uint8) if self.dtype == np.uint8 else np.dtype(np.bool_)
+
+
+def _cum_extreme(self, dim, better_or_equal):
+    # PyTorch keeps the running value unless the new one is NaN or compares `better_or_equal`;
+    # once NaN, it stays. That is a max over a total order, so an associative scan computes it.
+    def combine(a, b):
+        (va, ia), (vb, ib) = a, b
+        take_b = better_or_equal(vb, va)
+        if is_floating(self):
+            take_b = ~jnp.isnan(va) & (take_b | jnp.isnan(vb))
+        return jnp.where(take_b, vb, va), jnp.where(take_b, ib, ia)
+
+    def scan(x, axis):
+        if x.shape[axis] == 0:
+            return x, jnp.zeros(x.shape, _index_dtype())
+        iota = lax.broadcasted_iota(_index_dtype(), x.shape, axis)
+        return lax.associative_scan(combine, (x, iota), axis=axis)
+
+    return _on_axis(scan, self, dim)
+
+
+def _median(x, axis, ignore_nan):
+    """The lower median along `axis` and its index; NaN wins unless `ignore_nan`."""
+    n = x.shape[axis]
+    values, indices = _sort(x, axis, descending=False)
+    if is_floating(x):
+        nans = jnp.sum(jnp.isnan(x), axis=axis, keepdims=True, dtype=_index_dtype())
+        if ignore_nan:  # NaNs sort last: the median of the n - nans numbers before them
+            pos = jnp.maximum((n - nans - 1) // 2, 0)
+        else:  # the first NaN, which a stable sort puts at n - nans
+            pos = jnp.where(nans > 0, n - nans, (n - 1) // 2)
+    else:
+        pos = jnp.full([1 if a == axis else s for a, s in enumerate(x.shape)], (n - 1) // 2, _index_dtype())
+    values = jnp.take_along_axis(values, pos, axis=axis)
+    indices = jnp.take_along_axis(indices, pos, axis=axis)
+    return jnp.squeeze(values, axis), jnp.squeeze(indices, axis)
+
+
+# -- ops ------------------------------------------------------------------------------------------
+
+
+@aten("_log_softmax.default")
+def aten__log_softmax(self, dim, half_to_float):
+    """_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
+    out_dtype = np.dtype(np.float32) if half_to_float else np.dtype(self.dtype)
+    return _softmax(jax.nn.log_softmax, self, dim, out_dtype)
+
+
+@aten("_softmax.default")
+def aten__softmax(self, dim, half_to_float):
+    """_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
+    out_dtype = np.dtype(np.float32) if half_to_float else np.dtype(self.dtype)
+    return _softmax(jax.nn.softmax, self, dim, out_dtype)
+
+
+@aten("all.default", "all.dim", "all.dims")
+def aten_all(self, dim=None, keepdim=False):
+    """all.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"""
+    return jnp.all(self != 0, axis=_axes(dim, self.ndim), keepdims=keepdim).astype(_any_dtype(self))
+
+
+@aten("amax.default")
+def aten_amax(self, dim=(), keepdim=False):
+    """amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
+    return jnp.max(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
+
+
+@aten("amin.default")
+def aten_amin(self, dim=(), keepdim=False):
+    """amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
+    return jnp.min(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
+
+
+@aten("any.default", "any.dim", "any.dims")
+def aten_any(self, dim=None, keepdim=False):
+    """any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"""
+    return jnp.any(self != 0, axis=_axes(dim, self.ndim), keepdims=keepdim).astype(_any_dtype(self))
+
+
+@aten("argmax.default")
+def aten_argmax(self, dim=None, keepdim=False):
+    """argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor"""
+    if dim is None:
+        out = jnp.argmax(self.reshape(-1), axis=0)
+        return out.reshape((1,) * self.ndim if keepdim else ()).astype(_index_dtype())
+    return _on_axis(lambda x, axis: jnp.argmax(x, axis=axis), self, dim, keepdim).astype(_index_dtype())
+
+
+@aten("argmin.default")
+def aten_argmin(self, dim=None, keepdim=False):
+    """argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor"""
+    if dim is None:
+        out = jnp.argmin(self.reshape(-1), axis=0)
+        return out.reshape((1,) * self.ndim if keepdim else ()).astype(_index_dtype())
+    return _on_axis(lambda x, axis: jnp.argmin(x, axis=axis), self, dim, keepdim).astype(_index_dtype())
+
+
+@aten("argsort.default", "argsort.stable")
+def aten_argsort(self, dim=-1, descending=False, *, stable=False):
+    """argsort.stable(Tensor self, *, bool stable, int dim=-1, bool descending=False) -> Tensor"""
+    return aten_sort(self, dim=dim, descending=descending)[1]
+
+
+@aten("count_nonzero.default", "count_nonzero.dim_IntList")
+def aten_count_nonzero(self, dim=None):
+    """count_nonzero.dim_IntList(Tensor self, int[] dim) -> Tensor"""
+    return jnp.sum(self != 0, axis=_axes(dim, self.ndim), dtype=_index_dtype())
+
+
+@aten("cummax.default")
+def aten_cummax(self, dim):
+    """cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
+    return _cum_extreme(self, dim, jnp.greater_equal)
+
+
+@aten("cummin.default")
+def aten_cummin(self, dim):
+    """cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
+    return _cum_extreme(self, dim, jnp.less_equal)
+
+
+@aten("cumprod.default")
+def aten_cumprod(self, dim, *, dtype=None):
+    """cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
+    out_dtype = _accumulate_dtype(self, dtype)
+    x = self.astype(opmath_type(out_dtype))
+    return _on_axis(lambda v, axis: jnp.cumprod(v, axis=axis), x, dim).astype(out_dtype)
+
+
+@aten("cumsum.default")
+def aten_cumsum(self, dim, *, dtype=None):
+    """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
+    out_dtype = _accumulate_dtype(self, dtype)
+    x = self.astype(opmath_type(out_dtype))
+    return _on_axis(lambda v, axis: jnp.cumsum(v, axis=axis), x, dim).astype(out_dtype)
+
+
+@aten("kthvalue.default")
+def aten_kthvalue(self, k, dim=-1, keepdim=False):
+    """kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+
+    def kth(x, axis):
+        values, indices = _sort(x, axis, descending=False)
+        return (lax.index_in_dim(values, k - 1, axis, keepdims=False),
+                lax.index_in_dim(indices, k - 1, axis, keepdims=False))
+
+    return _on_axis(kth, self, dim, keepdim)
+
+
+@aten("log_softmax.int")
+def aten_log_softmax(self, dim, dtype=None):
+    """log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
+    out_dtype = np.dtype(dtype) if dtype is not None else np.dtype(self.dtype)
+    return _softmax(jax.nn.log_softmax, self.astype(out_dtype), dim, out_dtype)
+
+
+@aten("logsumexp.default")
+def aten_logsumexp(self, dim, keepdim=False):
+    """logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
+    out_dtype = float_type(self.dtype)
+    x = self.astype(opmath_type(out_dtype))
+    axes = _axes(dim, self.ndim)
+    if math.prod(self.shape[a] for a in axes) == 0:
+        return jnp.full(jnp.sum(x, axis=axes, keepdims=keepdim).shape, -jnp.inf, out_dtype)
+    return jax.nn.logsumexp(x, axis=axes, keepdims=keepdim).astype(out_dtype)
+
+
+@aten("linalg_vector_norm.default")
+def aten_linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    return _vector_norm(self, ord, dim, keepdim, dtype)
+
+
+@aten("max.default")
+def aten_max(self):
+    """max(Tensor self) -> Tensor"""
+    return jnp.max(self)
+
+
+@aten("max.dim")
+def aten_max_dim(self, dim, keepdim=False):
+    """max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    return _on_axis(
+        lambda x, axis: (jnp.max(x, axis=axis), jnp.argmax(x, axis=axis).astype(_index_dtype())),
+        self, dim, keepdim,
+    )
+
+
+@aten("mean.default", "mean.dim")
+def aten_mean(self, dim=None, keepdim=False, *, dtype=None):
+    """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    out_dtype = np.dtype(dtype) if dtype is not None else np.dtype(self.dtype)
+    x = self.astype(opmath_type(out_dtype))
+    axes = _axes(dim, self.ndim)
+    if math.prod(self.shape[a] for a in axes) == 0:
+        return jnp.full(jnp.sum(x, axis=axes, keepdims=keepdim).shape, jnp.nan, out_dtype)
+    return jnp.mean(x, axis=axes, keepdims=keepdim).astype(out_dtype)
+
+
+@aten("median.default")
+def aten_median(self):
+    """median(Tensor self) -> Tensor"""
+    if self.size == 0:
+        return jnp.full((), jnp.nan, self.dtype)
+    return _median(self.reshape(-1), 0, ignore_nan=False)[0]
+
+
+@aten("median.dim")
+def aten_median_dim(self, dim, keepdim=False):
+    """median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    return _on_axis(lambda x, axis: _median(x, axis, ignore_nan=False), self, dim, keepdim)
+
+
+@aten("min.default")
+def aten_min(self):
+    """min(Tensor self) -> Tensor"""
+    return jnp.min(self)
+
+
+@aten("min.dim")
+def aten_min_dim(self, dim, keepdim=False):
+    """min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    return _on_axis(
+        lambda x, axis: (jnp.min(x, axis=axis), jnp.argmin(x, axis=axis).astype(_index_dtype())),
+        self, dim, keepdim,
+    )
+
+
+@aten("nanmedian.default")
+def aten_nanmedian(self):
+    """nanmedian(Tensor self) -> Tensor"""
+    if self.size == 0:
+        return jnp.full((), jnp.nan, self.dtype)
+    return _median(self.reshape(-1), 0, ignore_nan=True)[0]
+
+
+@aten("nanmedian.dim")
+def aten_nanmedian_dim(self, dim, keepdim=False):
+    """nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    return _on_axis(lambda x, axis: _median(x, axis, ignore_nan=True), self, dim, keepdim)
+
+
+@aten("nansum.default")
+def aten_nansum(self, dim=None, keepdim=False, *, dtype=None):
+    """nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    if is_floating(self):
+        self = jnp.where(jnp.isnan(self), jnp.zeros((), self.dtype), self)
+    return aten_sum(self, dim, keepdim, dtype=dtype)
+
+
+@aten("norm.Scalar", "norm.ScalarOpt_dim", "norm.ScalarOpt_dim_dtype", "norm.ScalarOpt_dtype")
+def aten_norm(self, p=2, dim=None, keepdim=False, *, dtype=None):
+    """norm.ScalarOpt_dim_dtype(Tensor self, Scalar? p, int[1] dim, bool keepdim, *, ScalarType dtype) -> Tensor"""
+    return _vector_norm(self, p, dim, keepdim, dtype)
+
+
+@aten("prod.default", "prod.dim_int")
+def aten_prod(self, dim=None, keepdim=False, *, dtype=None):
+    """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    out_dtype = _accumulate_dtype(self, dtype)
+    x = self.astype(opmath_type(out_dtype))
+    return jnp.prod(x, axis=_axes(dim, self.ndim), keepdims=keepdim).astype(out_dtype)
+
+
+@aten("softmax.int")
+def aten_softmax(self, dim, dtype=None):
+    """softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
+    out_dtype = np.dtype(dtype) if dtype is not None else np.dtype(self.dtype)
+    return _softmax(jax.nn.softmax, self.astype(out_dtype), dim, out_dtype)
+
+
+@aten("sort.default", "sort.stable")
+def aten_sort(self, dim=-1, descending=False, *, stable=False):
+    """sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
+    return _on_axis(lambda x, axis: _sort(x, axis, descending), self, dim)
+
+
+@aten("std.correction", "std.default", "std.dim")
+def aten_std(self, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    """std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
+    if isinstance(dim, bool):  # std.default(self, unbiased)
+        dim, unbiased = None, dim
+    if correction is None:
+        correction = 1 if unbiased else 0
+    var, _, out_dtype = _var(self, dim, correction, keepdim)
+    return jnp.sqrt(var).astype(out_dtype)
+
+
+@aten("std_mean.correction", "std_mean.default", "std_mean.dim")
+def aten_std_mean(self, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    """std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    if correction is None:
+        correction = 1 if unbiased else 0
+    var, mean, out_dtype = _var(self, dim, correction, keepdim)
+    return jnp.sqrt(var).astype(out_dtype), mean.astype(out_dtype)
+
+
+@aten("sum.default", "sum.dim_IntList")
+def aten_sum(self, dim=None, keepdim=False, *, dtype=None):
+    """sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    out_dtype = _accumulate_dtype(self, dtype)
+    x = self.astype(opmath_type(out_dtype))
+    return jnp.sum(x, axis=_axes(dim, self.ndim), keepdims=keepdim).astype(out_dtype)
+
+
+@aten("topk.default")
+def aten_topk(self, k, dim=-1, largest=True, sorted=True):
+    """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
+
+    def top(x, axis):
+        values, indices = _sort(x, axis, descending=largest)
+        return lax.slice_in_dim(values, 0, k, axis=axis), lax.slice_in_dim(indices, 0, k, axis=axis)
+
+    return _on_axis(top, self, dim)
+
+
+@aten("var.correction", "var.default", "var.dim")
+def aten_var(self, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    """var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
+    if isinstance(dim, bool):  # var.default(self, unbiased)
+        dim, unbiased = None, dim
+    if correction is None:
+        correction = 1 if unbiased else 0
+    var, _, out_dtype = _var(self, dim, correction, keepdim)
+    return var.astype(out_dtype)
+
+
+@aten("var_mean.correction", "var_mean.default", "var_mean.dim")
+def aten_var_mean(self, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    """var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    if correction is None:
+        correction = 1 if unbiased else 0
+    var, mean, out_dtype = _var(self, dim, correction, keepdim)
+    return var.astype(out_dtype), mean.astype(out_dtype)

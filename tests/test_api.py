@@ -1,0 +1,100 @@
+"""The public surface: outputs mirror torch structures, params avoid copies, the 64-bit policy."""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import numpy as np
+import pytest
+import torch
+
+import jaxport
+from jaxport import _torch_utils
+
+
+class Structured(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+        self.register_buffer("offset", torch.ones(3))
+
+    def forward(self, x, *, y):
+        h = self.lin(x) + self.offset
+        return {"h": h, "pair": (h * 2, [y + 1])}
+
+
+def test_outputs_mirror_torch_structure():
+    x, y = torch.randn(2, 4), torch.randn(5)
+    module = Structured()
+    model = jaxport.from_torch(module, (x,), {"y": y})
+    out = model(x, y=y)
+    expected = module(x, y=y)
+    assert set(out) == {"h", "pair"} and isinstance(out["pair"], tuple) and isinstance(out["pair"][1], list)
+    np.testing.assert_allclose(np.asarray(out["pair"][0]), expected["pair"][0].detach().numpy(), rtol=1e-6)
+    assert set(model.params) == {"lin.weight", "lin.bias", "offset"}
+
+
+def test_params_are_zero_copy_where_dlpack_allows():
+    weight = torch.randn(64, 64)
+    array = jaxport.to_jax(weight)
+    assert array.unsafe_buffer_pointer() == weight.data_ptr()
+    back = jaxport.to_torch(array)
+    assert back.data_ptr() == weight.data_ptr()
+
+
+def test_bfloat16_and_bool_round_trip():
+    for t in [torch.randn(3, 2).to(torch.bfloat16), torch.tensor([True, False])]:
+        a = jaxport.to_jax(t)
+        assert a.dtype == _torch_utils.numpy_dtype(t.dtype)
+        assert torch.equal(jaxport.to_torch(a), t)
+
+
+class Doubles(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def test_float64_narrowing_warns_once_without_x64(monkeypatch):
+    if jax.config.jax_enable_x64:
+        pytest.skip("x64 on")
+    monkeypatch.setattr(_torch_utils, "_warned_narrowing", set())
+    x = torch.randn(3, dtype=torch.float64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = jaxport.from_torch(Doubles(), (x,))
+        out = model(x)
+        model(x)
+    narrowing = [w for w in caught if "x64 mode is off" in str(w.message)]
+    assert len(narrowing) == 1
+    assert out.dtype == np.float32
+
+
+def test_int64_inputs_are_int32_without_x64():
+    if jax.config.jax_enable_x64:
+        pytest.skip("x64 on")
+    ids = torch.arange(4)
+    model = jaxport.from_torch(Doubles(), (ids,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # int64 values that fit in int32 narrow silently
+        out = model(ids)
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(out), (ids * 2).numpy())
+
+
+def test_x64_mode_keeps_exact_dtypes():
+    with jax.enable_x64(True):
+        x = torch.randn(3, dtype=torch.float64)
+        ids = torch.arange(3)
+        model = jaxport.from_torch(Doubles(), (x,))
+        assert model(x).dtype == np.float64
+        assert jaxport.from_torch(Doubles(), (ids,))(ids).dtype == np.int64
+
+
+def test_dynamic_batch():
+    module = Structured()
+    x, y = torch.randn(2, 4), torch.randn(5)
+    batch = torch.export.Dim("batch")
+    model = jaxport.from_torch(module, (x,), {"y": y}, dynamic_shapes=({0: batch}, {"y": None}))
+    x7 = torch.randn(7, 4)
+    np.testing.assert_allclose(np.asarray(model(x7, y=y)["h"]), module(x7, y=y)["h"].detach().numpy(), rtol=1e-5)
