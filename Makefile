@@ -21,11 +21,11 @@ demo: setup
 
 test: setup
 	$(PY) -m ruff check src tests benchmarks
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 # Every OpInfo sample on both conversion paths; regenerates docs/opinfo.md (about an hour here).
 opinfo-report: setup
-	JAXPORT_OPINFO_PATHS=auto,core $(PY) -m pytest -q -p no:cacheprovider tests/test_opinfo.py \
+	rm -f build/opinfo.json*; JAXPORT_OPINFO_PATHS=auto,core $(PY) -m pytest -q -n 2 -p no:cacheprovider tests/test_opinfo.py \
 		--opinfo=full --opinfo-report=build/opinfo.json || true
 	$(PY) -m tests.opinfo.report build/opinfo.json docs/opinfo.md
 

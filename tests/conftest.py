@@ -25,8 +25,11 @@ OPINFO_RESULTS: list[dict] = []
 def pytest_sessionfinish(session, exitstatus):
     path = session.config.getoption("--opinfo-report")
     if path and OPINFO_RESULTS:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(OPINFO_RESULTS, indent=0))
+        # Under pytest-xdist each worker writes its own part; the report merges `path*`.
+        worker = getattr(session.config, "workerinput", {}).get("workerid")
+        target = Path(f"{path}.{worker}" if worker else path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(OPINFO_RESULTS, indent=0))
 
 
 @pytest.fixture

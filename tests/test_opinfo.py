@@ -16,25 +16,28 @@ from tests.conftest import OPINFO_RESULTS
 from tests.opinfo import harness
 from tests.opinfo.expected_failures import EXPECTED_FAILURES
 
-#: At the smoke level: these dtypes, and at most this many samples per (op, dtype).
-SMOKE_DTYPES = (torch.float32, torch.int64, torch.bool, torch.float16)
-SMOKE_SAMPLES = 2
-PATHS = os.environ.get("JAXPORT_OPINFO_PATHS", "auto").split(",")
+#: The smoke level (CI): per conversion path, these dtypes and at most this many samples each.
+#: The core path re-decomposes every sample with run_decompositions (~0.2 s each), so it is lighter.
+SMOKE = {
+    "auto": ((torch.float32, torch.int64, torch.bool, torch.float16), 2),
+    "core": ((torch.float32,), 1),
+}
+PATHS = os.environ.get("JAXPORT_OPINFO_PATHS", "auto,core").split(",")
 
 
 def _cases(level: str):
-    for op in harness.op_db():
-        for dtype in harness.tested_dtypes(op):
-            if level == "smoke" and dtype not in SMOKE_DTYPES:
-                continue
-            yield pytest.param((op, dtype), id=f"{harness.opinfo_id(op)}-{str(dtype)[6:]}")
+    for path in PATHS:
+        for op in harness.op_db():
+            for dtype in harness.tested_dtypes(op):
+                if level == "smoke" and dtype not in SMOKE[path][0]:
+                    continue
+                yield pytest.param((op, dtype, path), id=f"{path}-{harness.opinfo_id(op)}-{str(dtype)[6:]}")
 
 
 def pytest_generate_tests(metafunc):
     if "opinfo_case" in metafunc.fixturenames:
         level = metafunc.config.getoption("--opinfo")
         metafunc.parametrize("opinfo_case", list(_cases(level)))
-        metafunc.parametrize("path", PATHS)
 
 
 def expected_failure(op, dtype) -> str | None:
@@ -43,12 +46,12 @@ def expected_failure(op, dtype) -> str | None:
 
 
 @pytest.mark.usefixtures("x64_strict")
-def test_opinfo(opinfo_case, path, request):
-    op, dtype = opinfo_case
+def test_opinfo(opinfo_case, request):
+    op, dtype, path = opinfo_case
     level = request.config.getoption("--opinfo")
     cases = harness.samples(op, dtype)
     if level == "smoke":
-        cases = cases[:SMOKE_SAMPLES]
+        cases = cases[: SMOKE[path][1]]
     failures = []
     for i, sample in enumerate(cases):
         outcome = harness.run_sample(op, sample, dtype, decompose=path)

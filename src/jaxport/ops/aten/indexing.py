@@ -57,7 +57,7 @@ def _scatter(self, dim, index, src, how):
     key = tuple(
         idx if d == dim else lax.broadcasted_iota(idx.dtype, idx.shape, d) for d in range(idx.ndim)
     )
-    if hasattr(src, "shape"):
+    if jnp.ndim(src):
         src = _at_least_1d(src)[tuple(slice(0, n) for n in idx.shape)].astype(x.dtype)
     else:
         src = fill_value(src, x.dtype)
@@ -240,6 +240,8 @@ def aten_embedding_dense_backward(grad_output, indices, num_weights, padding_idx
 @aten("gather.default")
 def aten_gather(self, dim, index, *, sparse_grad=False):
     """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
+    if index.size == 0:  # PyTorch accepts any empty index
+        return jnp.zeros(index.shape, self.dtype)
     x, idx = _at_least_1d(self), _at_least_1d(index)
     dim = dim % x.ndim
     x = x[tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(idx.shape))]
@@ -316,7 +318,7 @@ def aten_index_reduce(self, dim, index, source, reduce, *, include_self=True):
 def aten_index_select(self, dim, index):
     """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
     if self.ndim == 0:
-        return self[index.reshape(-1)].reshape(())
+        return self.reshape(1)[index.reshape(-1)].reshape(())
     return jnp.take(self, index.reshape(-1), axis=dim)
 
 

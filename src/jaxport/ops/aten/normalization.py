@@ -33,7 +33,7 @@ def _moments(x, axes):
 
 def _channel(v, ndim, compute):
     """A per-channel vector shaped to broadcast against an N C ... input."""
-    return v.astype(compute).reshape((-1,) + (1,) * (ndim - 2))
+    return v.astype(compute).reshape((-1,) + (1,) * max(ndim - 2, 0))
 
 
 def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):

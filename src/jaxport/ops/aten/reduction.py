@@ -175,7 +175,7 @@ def aten__softmax(self, dim, half_to_float):
 @aten("all.default", "all.dim", "all.dims")
 def aten_all(self, dim=None, keepdim=False):
     """all.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"""
-    return jnp.all(self != 0, axis=_axes(dim, self.ndim), keepdims=keepdim).astype(_any_dtype(self))
+    return jnp.all(self.astype(jnp.bool_), axis=_axes(dim, self.ndim), keepdims=keepdim).astype(_any_dtype(self))
 
 
 @aten("amax.default")
@@ -193,7 +193,7 @@ def aten_amin(self, dim=(), keepdim=False):
 @aten("any.default", "any.dim", "any.dims")
 def aten_any(self, dim=None, keepdim=False):
     """any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"""
-    return jnp.any(self != 0, axis=_axes(dim, self.ndim), keepdims=keepdim).astype(_any_dtype(self))
+    return jnp.any(self.astype(jnp.bool_), axis=_axes(dim, self.ndim), keepdims=keepdim).astype(_any_dtype(self))
 
 
 @aten("argmax.default")
@@ -223,7 +223,7 @@ def aten_argsort(self, dim=-1, descending=False, *, stable=False):
 @aten("count_nonzero.default", "count_nonzero.dim_IntList")
 def aten_count_nonzero(self, dim=None):
     """count_nonzero.dim_IntList(Tensor self, int[] dim) -> Tensor"""
-    return jnp.sum(self != 0, axis=_axes(dim, self.ndim), dtype=_index_dtype())
+    return jnp.sum(self.astype(jnp.bool_), axis=_axes(dim, self.ndim), dtype=_index_dtype())
 
 
 @aten("cummax.default")
