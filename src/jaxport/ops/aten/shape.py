@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -19,7 +20,7 @@ from ..registry import aten
 from ._promotion import canonical_dim, result_type
 
 _PAD_MODES = {0: "constant", 1: "reflect", 2: "replicate", 3: "circular"}
-_JNP_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+_JNP_PAD_MODES = {"reflect": "reflect", "replicate": "edge"}
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -101,14 +102,27 @@ def _pad_widths(ndim: int, pad) -> list[tuple[int, int]]:
 
 
 def _pad(self, pad, mode: str, value=None):
-    """Pad the trailing dims of `self`; negative widths crop first, as PyTorch's pads do."""
+    """Pad the trailing dims of `self` as PyTorch's pads do, negative widths cropping."""
     widths = _pad_widths(self.ndim, pad)
     if mode == "constant":
         fill = jnp.asarray(0 if value is None else value).astype(self.dtype)
         return lax.pad(self, fill, [(lo, hi, 0) for lo, hi in widths])
-    crop = tuple(slice(max(-lo, 0), self.shape[d] - max(-hi, 0)) for d, (lo, hi) in enumerate(widths))
-    self = self[crop]
-    return jnp.pad(self, [(max(lo, 0), max(hi, 0)) for lo, hi in widths], mode=_JNP_PAD_MODES[mode])
+    if mode == "circular":
+        # Negative widths crop first; the wrapped values come from what remains.
+        crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for n, (lo, hi) in zip(self.shape, widths))
+        return jnp.pad(self[crop], [(max(lo, 0), max(hi, 0)) for lo, hi in widths], mode="wrap")
+    if all(lo >= 0 and hi >= 0 for lo, hi in widths):
+        return jnp.pad(self, widths, mode=_JNP_PAD_MODES[mode])
+    # With negative widths, output position j reads input position j - left, reflected or clamped.
+    for d, (lo, hi) in enumerate(widths):
+        if lo or hi:
+            n = self.shape[d]
+            pos = np.arange(n + lo + hi) - lo
+            if mode == "reflect":
+                pos = np.abs(pos)
+                pos = np.where(pos > n - 1, 2 * (n - 1) - pos, pos)
+            self = jnp.take(self, np.clip(pos, 0, n - 1), axis=d)
+    return self
 
 
 def _diag_indices(rows: int, cols: int, offset: int):
@@ -117,6 +131,12 @@ def _diag_indices(rows: int, cols: int, offset: int):
     r = np.arange(n) + max(-offset, 0)
     c = np.arange(n) + max(offset, 0)
     return r, c
+
+
+def _common_dtype(tensors) -> np.dtype:
+    """PyTorch's result type over `tensors` (JAX's strict promotion mode would refuse int + float)."""
+    with jax.numpy_dtype_promotion("standard"):
+        return result_type(*tensors)
 
 
 def _atleast(self, ndim: int):
@@ -128,7 +148,7 @@ def _atleast(self, ndim: int):
 
 
 def _cat(tensors, dim: int):
-    dtype = result_type(*tensors)
+    dtype = _common_dtype(tensors)
     kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
     if not kept:
         return jnp.zeros((0,), dtype)
@@ -235,7 +255,7 @@ def aten_atleast_3d_sequence(tensors):
 @aten("block_diag.default")
 def aten_block_diag(tensors):
     """block_diag(Tensor[] tensors) -> Tensor"""
-    dtype = result_type(*tensors)
+    dtype = _common_dtype(tensors)
     blocks = [jnp.reshape(t, (1, -1)) if t.ndim < 2 else t for t in tensors]
     rows = sum(b.shape[0] for b in blocks)
     cols = sum(b.shape[1] for b in blocks)
@@ -584,7 +604,7 @@ def aten_squeeze(self, dim=None):
 @aten("stack.default")
 def aten_stack(tensors, dim=0):
     """stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    dtype = result_type(*tensors)
+    dtype = _common_dtype(tensors)
     dim = canonical_dim(dim, tensors[0].ndim + 1)
     return jnp.stack([t.astype(dtype) for t in tensors], axis=dim)
 

@@ -16,7 +16,7 @@ import numpy as np
 from jax import lax
 
 from ..registry import aten
-from ._promotion import canonical, float_type, is_integral, opmath_type
+from ._promotion import canonical, float_type, is_integral, opmath_type, result_type
 
 
 def _float_unary(fn, self):
@@ -121,6 +121,85 @@ def _digamma(x):
     # PyTorch: digamma(+-0) = -+inf (scipy's convention); JAX gives nan there.
     pole = jnp.copysign(jnp.asarray(np.inf, x.dtype), -x)
     return jnp.where(x == 0, pole, jsp.digamma(x))
+
+
+def _trigamma(x):
+    # PyTorch's trigamma: reflection below 1/2, six recurrence steps, then the asymptotic series
+    one = jnp.ones((), x.dtype)
+    pi = jnp.asarray(math.pi, x.dtype)
+    reflect = x < 0.5
+    sin_pi_x = jnp.sin(pi * x)
+    result = jnp.where(reflect, -(pi * pi) / (sin_pi_x * sin_pi_x), jnp.zeros((), x.dtype))
+    x = jnp.where(reflect, one - x, x)
+    for _ in range(6):
+        result = result + one / (x * x)
+        x = x + one
+    ixx = one / (x * x)
+    series = (one + one / (2 * x) + ixx * (one / 6 - ixx * (one / 30 - ixx * (one / 42)))) / x
+    result = result + series
+    return jnp.where(reflect, -result, result)
+
+
+_ZETA_A = (
+    12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+    -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
+    1.8152105401943546773e17, -7.1661652561756670113e18,
+)
+
+
+def _zeta(x, q):
+    """Hurwitz zeta as PyTorch's CPU kernel (Cephes, in float64): JAX's is inaccurate for q < 0."""
+    out_dtype = x.dtype
+    acc = canonical(np.float64)
+    x, q = jnp.broadcast_arrays(x.astype(acc), q.astype(acc))
+    eps = 1.11022302462515654042e-16
+    one = jnp.ones((), acc)
+    inf = jnp.asarray(np.inf, acc)
+    nan = jnp.asarray(np.nan, acc)
+    special = (x <= 1) | (q <= 0) & ((q == jnp.floor(q)) | (x != jnp.floor(x))) | ~jnp.isfinite(q)
+
+    # direct summation until a > 9 (and at least 9 terms), stopping early once terms are negligible;
+    # 10**6 terms at most bounds the loop for absurdly negative q, where PyTorch loops on
+    def cond(state):
+        i, _, _, _, done, _ = state
+        return jnp.any(~done) & (i < 1_000_000)
+
+    def body(state):
+        i, a, b, s, done, returned = state
+        a_next = a + one
+        b_next = a_next ** -x
+        s_next = s + b_next
+        a, b, s = (jnp.where(done, old, new) for old, new in ((a, a_next), (b, b_next), (s, s_next)))
+        small = ~done & (-eps * s_next < b_next) & (b_next < eps * s_next)
+        returned = returned | small
+        i = i + 1
+        return i, a, b, s, done | small | ((i >= 9) & (a > 9)), returned
+
+    start = jnp.where(special, one, q)
+    state = (0, start, jnp.zeros_like(x), start**-x, special, jnp.zeros(x.shape, jnp.bool_))
+    _, a, b, s, _, finished = lax.while_loop(cond, body, state)
+
+    # Euler-Maclaurin tail
+    w = a
+    tail = s + b * w / (x - one) - 0.5 * b
+    a = one
+    k = jnp.zeros((), acc)
+    for coefficient in _ZETA_A:
+        a = a * (x + k)
+        b = b / w
+        t = a * b / coefficient
+        tail_next = tail + t
+        tail = jnp.where(finished, tail, tail_next)
+        finished = finished | (jnp.abs(t / tail_next) < eps)
+        k = k + one
+        a = a * (x + k)
+        b = b / w
+        k = k + one
+    out = jnp.where(special, nan, tail)
+    out = jnp.where((q <= 0) & (q == jnp.floor(q)), inf, out)
+    out = jnp.where(x < 1, nan, out)
+    out = jnp.where(x == 1, inf, out)
+    return out.astype(out_dtype)
 
 
 @aten("digamma.default")
@@ -318,9 +397,13 @@ def aten_polygamma(n, self):
     """polygamma(int n, Tensor self) -> Tensor"""
     if n == 0:
         return _float_unary(_digamma, self)
+    if n == 1:
+        return _float_unary(_trigamma, self)
 
     def fn(x):
-        return jsp.polygamma(jnp.asarray(n, x.dtype), x)
+        # PyTorch: (-1)^(n+1) n! zeta(n+1, x)
+        factor = (1 if n % 2 else -1) * math.factorial(n)
+        return jnp.asarray(factor, x.dtype) * _zeta(jnp.full_like(x, n + 1), x)
 
     return _float_unary(fn, self)
 
@@ -488,6 +571,15 @@ def aten_special_spherical_bessel_j0(self):
         return jnp.where(x == 0, jnp.ones((), x.dtype), jnp.sin(safe) / safe)
 
     return _float_unary(fn, self)
+
+
+@aten("special_zeta.default", "special_zeta.other_scalar", "special_zeta.self_scalar")
+def aten_special_zeta(self, other):
+    """special_zeta(Tensor self, Tensor other) -> Tensor"""
+    # binary, but kept beside polygamma, which shares the pole conventions of _zeta
+    dtype = float_type(result_type(self, other))
+    compute = opmath_type(dtype)
+    return _zeta(jnp.asarray(self, compute), jnp.asarray(other, compute)).astype(dtype)
 
 
 @aten("sqrt.default")

@@ -1,0 +1,326 @@
+"""ATen lowerings: loss functions and the distances they use.
+
+`reduction` is PyTorch's enum: 0 none, 1 mean, 2 sum. Losses compute in
+float32 for float16/bfloat16 inputs and return the input dtype. Class
+dimensions are 1 (0 for an unbatched input), as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from ..registry import aten
+from ._promotion import float_type, opmath_type, result_type
+
+
+def _reduce(loss, reduction):
+    if reduction == 1:
+        return jnp.mean(loss)
+    if reduction == 2:
+        return jnp.sum(loss)
+    return loss
+
+
+def _prepare(*tensors):
+    """Tensors promoted together, in compute precision; plus the output dtype."""
+    dtype = float_type(result_type(*tensors))
+    compute = opmath_type(dtype)
+    return [None if t is None else t.astype(compute) for t in tensors], dtype
+
+
+def _norm(x, p, axis, keepdim):
+    a = jnp.abs(x)
+    if p == 2:
+        return jnp.sqrt(jnp.sum(a * a, axis=axis, keepdims=keepdim))
+    if p == 1:
+        return jnp.sum(a, axis=axis, keepdims=keepdim)
+    if p == math.inf:
+        return jnp.max(a, axis=axis, keepdims=keepdim)
+    if p == -math.inf:
+        return jnp.min(a, axis=axis, keepdims=keepdim)
+    if p == 0:
+        return jnp.sum((a != 0).astype(x.dtype), axis=axis, keepdims=keepdim)
+    return jnp.sum(a ** p, axis=axis, keepdims=keepdim) ** (1.0 / p)
+
+
+def _pairwise_distance(x1, x2, p, eps, keepdim):
+    ndim = max(x1.ndim, x2.ndim)
+    diff = x1 - x2 + jnp.asarray(eps, x1.dtype)
+    if ndim == 0:
+        return jnp.abs(diff)
+    return _norm(diff, p, ndim - 1, keepdim)
+
+
+def _nll(logp, target, weight, reduction, ignore_index):
+    """(loss, total_weight) of the negative log likelihood; logp is in compute precision."""
+    class_dim = 0 if logp.ndim == 1 else 1
+    valid = target != ignore_index
+    safe = jnp.where(valid, target, 0).astype(jnp.int64)
+    picked = jnp.take_along_axis(logp, jnp.expand_dims(safe, class_dim), axis=class_dim)
+    picked = jnp.squeeze(picked, class_dim)
+    w = jnp.ones((), logp.dtype) if weight is None else weight.astype(logp.dtype)[safe]
+    w = jnp.where(valid, w, jnp.zeros((), logp.dtype))
+    loss = -picked * w
+    if reduction == 0:
+        return loss, jnp.zeros((), logp.dtype)
+    total = jnp.sum(jnp.broadcast_to(w, loss.shape))
+    if reduction == 1:
+        return jnp.sum(loss) / total, total
+    return jnp.sum(loss), total
+
+
+@aten("binary_cross_entropy.default")
+def aten_binary_cross_entropy(self, target, weight=None, reduction=1):
+    """binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
+    (x, t, w), dtype = _prepare(self, target, weight)
+    log_x = jnp.maximum(jnp.log(x), -100)
+    log_1mx = jnp.maximum(jnp.log1p(-x), -100)
+    loss = (t - 1) * log_1mx - t * log_x
+    if w is not None:
+        loss = loss * w
+    return _reduce(loss, reduction).astype(dtype)
+
+
+@aten("binary_cross_entropy_with_logits.default")
+def aten_binary_cross_entropy_with_logits(self, target, weight=None, pos_weight=None, reduction=1):
+    """binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor"""
+    (x, t, w, pw), dtype = _prepare(self, target, weight, pos_weight)
+    softplus_neg = jnp.log1p(jnp.exp(-jnp.abs(x))) + jnp.maximum(-x, 0)
+    log_weight = 1 if pw is None else (pw - 1) * t + 1
+    loss = (1 - t) * x + log_weight * softplus_neg
+    if w is not None:
+        loss = loss * w
+    return _reduce(loss, reduction).astype(dtype)
+
+
+@aten("cosine_embedding_loss.default")
+def aten_cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=1):
+    """cosine_embedding_loss(Tensor input1, Tensor input2, Tensor target, float margin=0., int reduction=1) -> Tensor"""
+    (x1, x2), dtype = _prepare(input1, input2)
+    axis = target.ndim
+    prod = jnp.sum(x1 * x2, axis=axis)
+    mag1 = jnp.sum(x1 * x1, axis=axis) + 1e-12
+    mag2 = jnp.sum(x2 * x2, axis=axis) + 1e-12
+    cos = prod / jnp.sqrt(mag1 * mag2)
+    zero = jnp.zeros_like(cos)
+    loss = jnp.where(target == 1, 1 - cos, zero) + jnp.where(target == -1, jnp.maximum(cos - margin, 0), zero)
+    return _reduce(loss, reduction).astype(dtype)
+
+
+@aten("cosine_similarity.default")
+def aten_cosine_similarity(x1, x2, dim=1, eps=1e-08):
+    """cosine_similarity(Tensor x1, Tensor x2, int dim=1, float eps=1e-08) -> Tensor"""
+    (a, b), dtype = _prepare(x1, x2)
+    a, b = jnp.broadcast_arrays(a, b)
+    if a.ndim == 0:
+        a, b, dim = a[None], b[None], 0
+    eps = jnp.asarray(eps, a.dtype)
+    na = jnp.maximum(_norm(a, 2, dim, True), eps)
+    nb = jnp.maximum(_norm(b, 2, dim, True), eps)
+    return jnp.sum((a / na) * (b / nb), axis=dim).astype(dtype)
+
+
+@aten("cross_entropy_loss.default")
+def aten_cross_entropy_loss(self, target, weight=None, reduction=1, ignore_index=-100, label_smoothing=0.0):
+    """cross_entropy_loss(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, SymInt ignore_index=-100, float label_smoothing=0.) -> Tensor"""
+    compute = opmath_type(self.dtype)
+    class_dim = 0 if self.ndim == 1 else 1
+    n_classes = self.shape[class_dim]
+    logp = jax.nn.log_softmax(self.astype(compute), axis=class_dim)
+    wshape = [1] * self.ndim
+    wshape[class_dim] = n_classes
+    w = None if weight is None else weight.astype(compute).reshape(wshape)
+    if jnp.issubdtype(target.dtype, jnp.floating):
+        t = target.astype(compute)
+        if label_smoothing > 0:
+            t = t * (1 - label_smoothing) + label_smoothing / n_classes
+        prod = logp * t if w is None else logp * t * w
+        if reduction == 0:
+            return (-jnp.sum(prod, axis=class_dim)).astype(self.dtype)
+        total = -jnp.sum(prod)
+        if reduction == 1:
+            total = total / (self.size // n_classes) if self.size else jnp.full((), jnp.nan, compute)
+        return total.astype(self.dtype)
+    nll, _ = _nll(logp, target, weight, reduction, ignore_index)
+    if label_smoothing <= 0:
+        return nll.astype(self.dtype)
+    ignored = target == ignore_index
+    smooth = -jnp.sum(logp if w is None else logp * w, axis=class_dim)
+    smooth = jnp.where(ignored, jnp.zeros((), compute), smooth)
+    if reduction == 1:
+        if weight is None:
+            denom = jnp.sum(~ignored).astype(compute)
+        else:
+            picked = weight.astype(compute)[jnp.where(ignored, 0, target).astype(jnp.int64)]
+            denom = jnp.sum(jnp.where(ignored, jnp.zeros((), compute), picked))
+        smooth = jnp.sum(smooth) / denom
+    elif reduction == 2:
+        smooth = jnp.sum(smooth)
+    return ((1 - label_smoothing) * nll + smooth * (label_smoothing / n_classes)).astype(self.dtype)
+
+
+@aten("hinge_embedding_loss.default")
+def aten_hinge_embedding_loss(self, target, margin=1.0, reduction=1):
+    """hinge_embedding_loss(Tensor self, Tensor target, float margin=1., int reduction=1) -> Tensor"""
+    (x, t), dtype = _prepare(self, target)
+    zero = jnp.zeros((), x.dtype)
+    loss = jnp.where(t != 1, jnp.maximum(margin - x, 0), zero) + jnp.where(t != -1, x, zero)
+    return _reduce(loss, reduction).astype(dtype)
+
+
+@aten("huber_loss.default")
+def aten_huber_loss(self, target, reduction=1, delta=1.0):
+    """huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.) -> Tensor"""
+    (x, t), dtype = _prepare(self, target)
+    z = jnp.abs(x - t)
+    loss = jnp.where(z < delta, 0.5 * z * z, delta * (z - 0.5 * delta))
+    return _reduce(loss, reduction).astype(dtype)
+
+
+@aten("kl_div.default")
+def aten_kl_div(self, target, reduction=1, *, log_target=False):
+    """kl_div(Tensor self, Tensor target, int reduction=1, *, bool log_target=False) -> Tensor"""
+    (x, t), dtype = _prepare(self, target)
+    if log_target:
+        loss = jnp.exp(t) * (t - x)
+    else:
+        loss = jax.scipy.special.xlogy(t, t) - t * x
+    return _reduce(loss, reduction).astype(dtype)
+
+
+@aten("l1_loss.default")
+def aten_l1_loss(self, target, reduction=1):
+    """l1_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
+    (x, t), dtype = _prepare(self, target)
+    return _reduce(jnp.abs(x - t), reduction).astype(dtype)
+
+
+@aten("margin_ranking_loss.default")
+def aten_margin_ranking_loss(input1, input2, target, margin=0.0, reduction=1):
+    """margin_ranking_loss(Tensor input1, Tensor input2, Tensor target, float margin=0., int reduction=1) -> Tensor"""
+    (x1, x2, t), dtype = _prepare(input1, input2, target)
+    return _reduce(jnp.maximum(-t * (x1 - x2) + margin, 0), reduction).astype(dtype)
+
+
+@aten("mse_loss.default")
+def aten_mse_loss(self, target, reduction=1):
+    """mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
+    (x, t), dtype = _prepare(self, target)
+    return _reduce(jnp.square(x - t), reduction).astype(dtype)
+
+
+@aten("multi_margin_loss.default")
+def aten_multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=1):
+    """multi_margin_loss(Tensor self, Tensor target, Scalar p=1, Scalar margin=1, Tensor? weight=None, int reduction=1) -> Tensor"""
+    compute = opmath_type(self.dtype)
+    x = self.astype(compute)
+    x2 = x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    t = target.reshape(-1).astype(jnp.int64)
+    n_classes = x2.shape[1]
+    xy = jnp.take_along_axis(x2, t[:, None], axis=1)
+    z = jnp.maximum(margin - xy + x2, 0)
+    if p == 2:
+        z = z * z
+    if weight is not None:
+        z = z * weight.astype(compute)[t][:, None]
+    z = jnp.where(jnp.arange(n_classes)[None, :] == t[:, None], jnp.zeros((), compute), z)
+    loss = jnp.sum(z, axis=1) / n_classes
+    if reduction == 0:
+        loss = loss.reshape(target.shape)
+    return _reduce(loss, reduction).astype(self.dtype)
+
+
+@aten("multilabel_margin_loss.default")
+def aten_multilabel_margin_loss(self, target, reduction=1):
+    """multilabel_margin_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
+    return aten_multilabel_margin_loss_forward(self, target, reduction)[0]
+
+
+@aten("multilabel_margin_loss_forward.default")
+def aten_multilabel_margin_loss_forward(self, target, reduction):
+    """multilabel_margin_loss_forward(Tensor self, Tensor target, int reduction) -> (Tensor output, Tensor is_target)"""
+    compute = opmath_type(self.dtype)
+    x = self.astype(compute)
+    x2 = x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    t2 = target.reshape(x2.shape).astype(jnp.int64)
+    n_classes = x2.shape[1]
+    # Labels run up to the first -1.
+    labelled = jnp.cumprod((t2 >= 0).astype(jnp.int32), axis=1).astype(bool)
+    safe = jnp.where(labelled, t2, 0)
+    classes = jnp.arange(n_classes)
+    is_target = jnp.any(labelled[:, :, None] & (safe[:, :, None] == classes[None, None, :]), axis=1)
+    xj = jnp.take_along_axis(x2, safe, axis=1)
+    hinge = jnp.maximum(1 - (xj[:, :, None] - x2[:, None, :]), 0)
+    hinge = jnp.where(labelled[:, :, None] & ~is_target[:, None, :], hinge, jnp.zeros((), compute))
+    loss = jnp.sum(hinge, axis=(1, 2)) / n_classes
+    if reduction == 0:
+        loss = loss.reshape(self.shape[:-1]) if self.ndim > 1 else loss.reshape(())
+    return _reduce(loss, reduction).astype(self.dtype), is_target.reshape(target.shape).astype(self.dtype)
+
+
+@aten("nll_loss.default", "nll_loss_nd.default", "nll_loss2d.default")
+def aten_nll_loss(self, target, weight=None, reduction=1, ignore_index=-100):
+    """nll_loss(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, SymInt ignore_index=-100) -> Tensor"""
+    return _nll(self.astype(opmath_type(self.dtype)), target, weight, reduction, ignore_index)[0].astype(self.dtype)
+
+
+@aten("nll_loss_forward.default", "nll_loss2d_forward.default")
+def aten_nll_loss_forward(self, target, weight, reduction, ignore_index):
+    """nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
+    loss, total = _nll(self.astype(opmath_type(self.dtype)), target, weight, reduction, ignore_index)
+    return loss.astype(self.dtype), total.astype(self.dtype)
+
+
+@aten("pairwise_distance.default")
+def aten_pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False):
+    """pairwise_distance(Tensor x1, Tensor x2, float p=2., float eps=9.9999999999999995e-07, bool keepdim=False) -> Tensor"""
+    (a, b), dtype = _prepare(x1, x2)
+    return _pairwise_distance(a, b, p, eps, keepdim).astype(dtype)
+
+
+@aten("poisson_nll_loss.default")
+def aten_poisson_nll_loss(input, target, log_input, full, eps, reduction):
+    """poisson_nll_loss(Tensor input, Tensor target, bool log_input, bool full, float eps, int reduction) -> Tensor"""
+    (x, t), dtype = _prepare(input, target)
+    if log_input:
+        loss = jnp.exp(x) - t * x
+    else:
+        loss = x - t * jnp.log(x + eps)
+    if full:
+        stirling = t * jnp.log(t) - t + 0.5 * jnp.log(2 * math.pi * t)
+        loss = loss + jnp.where(t <= 1, jnp.zeros((), x.dtype), stirling)
+    return _reduce(loss, reduction).astype(dtype)
+
+
+@aten("smooth_l1_loss.default")
+def aten_smooth_l1_loss(self, target, reduction=1, beta=1.0):
+    """smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.) -> Tensor"""
+    (x, t), dtype = _prepare(self, target)
+    z = jnp.abs(x - t)
+    if beta == 0:
+        loss = z
+    else:
+        loss = jnp.where(z < beta, 0.5 * z * z / beta, z - 0.5 * beta)
+    return _reduce(loss, reduction).astype(dtype)
+
+
+@aten("soft_margin_loss.default")
+def aten_soft_margin_loss(self, target, reduction=1):
+    """soft_margin_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
+    (x, t), dtype = _prepare(self, target)
+    return _reduce(jnp.log1p(jnp.exp(-x * t)), reduction).astype(dtype)
+
+
+@aten("triplet_margin_loss.default")
+def aten_triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-06, swap=False, reduction=1):
+    """triplet_margin_loss(Tensor anchor, Tensor positive, Tensor negative, float margin=1., float p=2., float eps=9.9999999999999995e-07, bool swap=False, int reduction=1) -> Tensor"""
+    (a, pos, neg), dtype = _prepare(anchor, positive, negative)
+    d_pos = _pairwise_distance(a, pos, p, eps, False)
+    d_neg = _pairwise_distance(a, neg, p, eps, False)
+    if swap:
+        d_neg = jnp.minimum(d_neg, _pairwise_distance(pos, neg, p, eps, False))
+    return _reduce(jnp.maximum(margin + d_pos - d_neg, 0), reduction).astype(dtype)
+

@@ -1,0 +1,352 @@
+"""ATen lowerings: upsampling (nearest, nearest-exact, linear, bilinear, trilinear, bicubic) and grid sampling.
+
+Upsampling is separable: each spatial dim gets static source indices and
+weights, worked out with NumPy in the precision PyTorch uses (float32 for
+float32 and reduced-precision inputs), and is applied with a gather and a
+weighted sum. Grid sampling computes its coordinates from tensor values, so
+it gathers the corner taps with dynamic indices.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..registry import aten
+from ._promotion import opmath_type
+
+_CUBIC_A = -0.75
+
+
+def _index_dtype(dtype):
+    return np.float64 if np.dtype(dtype) == np.float64 else np.float32
+
+
+def _out_sizes(input, nd, output_size, scale_factors):
+    """(output sizes, per-dim scale factors or None) for the .vec overloads."""
+    sizes = input.shape[-nd:]
+    if output_size is not None:
+        return list(output_size), [None] * nd if scale_factors is None else list(scale_factors)
+    scales = list(scale_factors)
+    if len(scales) == 1:
+        scales = scales * nd
+    return [int(math.floor(n * s)) for n, s in zip(sizes, scales)], scales
+
+
+def _scale(in_size, out_size, align_corners, scale, ftype):
+    """PyTorch's area_pixel_compute_scale."""
+    if align_corners:
+        return ftype((in_size - 1) / (out_size - 1)) if out_size > 1 else ftype(0)
+    if scale is not None and scale > 0:
+        return ftype(1.0 / scale)
+    return ftype(in_size) / ftype(out_size)
+
+
+def _source(scale, dst, align_corners, cubic, ftype):
+    """PyTorch's area_pixel_compute_source_index, elementwise over `dst`."""
+    dst = dst.astype(ftype)
+    if align_corners:
+        return scale * dst
+    src = scale * (dst + ftype(0.5)) - ftype(0.5)
+    return src if cubic else np.maximum(src, ftype(0))
+
+
+def _nearest_taps(in_size, out_size, scale, exact, ftype):
+    dst = np.arange(out_size)
+    if scale is not None and scale > 0:
+        s = ftype(1.0 / scale)
+    else:
+        s = ftype(in_size) / ftype(out_size)
+    if exact:
+        src = np.floor((dst.astype(ftype) + ftype(0.5)) * s)
+    elif out_size == in_size:
+        src = dst
+    elif out_size == 2 * in_size:
+        src = dst >> 1
+    else:
+        src = np.floor(dst.astype(ftype) * s)
+    return np.minimum(src.astype(np.int64), in_size - 1)[:, None], None
+
+
+def _linear_taps(in_size, out_size, align_corners, scale, ftype):
+    dst = np.arange(out_size)
+    if out_size == in_size:
+        return np.stack([dst, dst], 1), np.stack([np.ones(out_size, ftype), np.zeros(out_size, ftype)], 1)
+    s = _scale(in_size, out_size, align_corners, scale, ftype)
+    src = _source(s, dst, align_corners, False, ftype)
+    i0 = src.astype(np.int64)
+    i1 = i0 + (i0 < in_size - 1)
+    l1 = np.clip(src - i0.astype(ftype), ftype(0), ftype(1)).astype(ftype)
+    return np.stack([i0, i1], 1), np.stack([ftype(1) - l1, l1], 1)
+
+
+def _cubic_weights(t, ftype):
+    a = ftype(_CUBIC_A)
+
+    def near(x):
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _cubic_taps(in_size, out_size, align_corners, scale, ftype):
+    dst = np.arange(out_size)
+    s = _scale(in_size, out_size, align_corners, scale, ftype)
+    src = _source(s, dst, align_corners, True, ftype)
+    base = np.floor(src)
+    t = (src - base).astype(ftype)
+    idx = np.stack([np.clip(base.astype(np.int64) - 1 + k, 0, in_size - 1) for k in range(4)], 1)
+    return idx, np.stack(_cubic_weights(t, ftype), 1).astype(ftype)
+
+
+def _resample(input, nd, taps_for_dim):
+    """Apply per-dim (indices[out, taps], weights[out, taps] or None) along the last `nd` dims."""
+    x = input
+    compute = opmath_type(input.dtype)
+    weighted = False
+    for i in range(nd):
+        axis = input.ndim - nd + i
+        idx, w = taps_for_dim(i)
+        if w is None:
+            x = jnp.take(x, jnp.asarray(idx[:, 0]), axis=axis)
+            continue
+        if not weighted:
+            x, weighted = x.astype(compute), True
+        g = jnp.take(x, jnp.asarray(idx.reshape(-1)), axis=axis)
+        g = g.reshape(x.shape[:axis] + idx.shape + x.shape[axis + 1 :])
+        shape = [1] * g.ndim
+        shape[axis], shape[axis + 1] = w.shape
+        x = jnp.sum(g * jnp.asarray(w.reshape(shape), compute), axis=axis + 1)
+    return x.astype(input.dtype) if weighted else x
+
+
+def _upsample_nearest(input, nd, output_size, scales, exact):
+    ftype = _index_dtype(input.dtype)
+    sizes = input.shape[-nd:]
+    return _resample(input, nd, lambda i: _nearest_taps(sizes[i], output_size[i], scales[i], exact, ftype))
+
+
+def _upsample_interp(input, nd, output_size, align_corners, scales, cubic):
+    ftype = _index_dtype(input.dtype)
+    sizes = input.shape[-nd:]
+    taps = _cubic_taps if cubic else _linear_taps
+    return _resample(input, nd, lambda i: taps(sizes[i], output_size[i], align_corners, scales[i], ftype))
+
+
+def _nearest_vec(input, nd, output_size, scale_factors, exact):
+    sizes, scales = _out_sizes(input, nd, output_size, scale_factors)
+    return _upsample_nearest(input, nd, sizes, scales, exact)
+
+
+def _interp_vec(input, nd, output_size, align_corners, scale_factors, cubic):
+    sizes, scales = _out_sizes(input, nd, output_size, scale_factors)
+    return _upsample_interp(input, nd, sizes, align_corners, scales, cubic)
+
+
+# -- grid sampling ---------------------------------------------------------------------------------
+
+
+def _unnormalize(coord, size, align_corners):
+    if align_corners:
+        return (coord + 1) / 2 * (size - 1)
+    return ((coord + 1) * size - 1) / 2
+
+
+def _reflect(coord, twice_low, twice_high):
+    if twice_low == twice_high:
+        return jnp.zeros_like(coord)
+    low = twice_low / 2
+    span = (twice_high - twice_low) / 2
+    coord = jnp.abs(coord - low)
+    extra = jnp.fmod(coord, span)
+    flips = jnp.floor(coord / span)
+    return jnp.where(jnp.fmod(flips, 2) == 0, extra + low, span - extra + low)
+
+
+def _pad_coord(coord, size, padding_mode, align_corners):
+    """Border clamps, reflection reflects then clamps (PyTorch's compute_coordinates)."""
+    if padding_mode == 1:
+        return jnp.clip(coord, 0, size - 1)
+    if padding_mode == 2:
+        if align_corners:
+            coord = _reflect(coord, 0, 2 * (size - 1))
+        else:
+            coord = _reflect(coord, -1, 2 * size - 1)
+        return jnp.clip(coord, 0, size - 1)
+    return coord
+
+
+def _gather_taps(x, coords, sizes):
+    """x[N, C, *sizes] at integer coords (list per dim of [N, *out]); zero where out of bounds."""
+    n, c = x.shape[:2]
+    valid = None
+    flat = 0
+    for co, size in zip(coords, sizes):
+        ok = (co >= 0) & (co < size)
+        valid = ok if valid is None else valid & ok
+        flat = flat * size + jnp.clip(co, 0, size - 1)
+    out_shape = flat.shape[1:]
+    vals = jnp.take_along_axis(x.reshape(n, c, -1), flat.reshape(n, 1, -1).astype(jnp.int64), axis=2)
+    vals = vals.reshape((n, c) + out_shape)
+    return jnp.where(valid[:, None], vals, jnp.zeros((), vals.dtype))
+
+
+def _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners):
+    compute = opmath_type(input.dtype)
+    x, grid = input.astype(compute), grid.astype(compute)
+    nd = input.ndim - 2
+    sizes = input.shape[2:]
+    # grid's last dim is (x, y[, z]): reversed relative to the spatial dims (…, H, W).
+    raw = [_unnormalize(grid[..., nd - 1 - i], sizes[i], align_corners) for i in range(nd)]
+    if interpolation_mode == 2:  # bicubic (2-D only)
+        base = [jnp.floor(r) for r in raw]
+        weights = [_cubic_weights(r - b, compute.type) for r, b in zip(raw, base)]
+        out = 0
+        for ky in range(4):
+            for kx in range(4):
+                cy = _pad_coord(base[0] - 1 + ky, sizes[0], padding_mode, align_corners)
+                cx = _pad_coord(base[1] - 1 + kx, sizes[1], padding_mode, align_corners)
+                # Reflected taps are rounded back to a pixel index before the bounds check.
+                ty, tx = jnp.floor(cy).astype(jnp.int64), jnp.floor(cx).astype(jnp.int64)
+                vals = _gather_taps(x, [ty, tx], sizes)
+                out = out + vals * (weights[0][ky] * weights[1][kx])[:, None]
+        return out.astype(input.dtype)
+    coords = [_pad_coord(r, s, padding_mode, align_corners) for r, s in zip(raw, sizes)]
+    if interpolation_mode == 1:  # nearest: round half to even
+        idx = [jnp.round(co).astype(jnp.int64) for co in coords]
+        return _gather_taps(x, idx, sizes).astype(input.dtype)
+    lows = [jnp.floor(co) for co in coords]
+    fracs = [co - lo for co, lo in zip(coords, lows)]
+    out = 0
+    for corner in np.ndindex(*([2] * nd)):
+        idx = [(lo + k).astype(jnp.int64) for lo, k in zip(lows, corner)]
+        w = 1
+        for f, k in zip(fracs, corner):
+            w = w * (f if k else 1 - f)
+        out = out + _gather_taps(x, idx, sizes) * w[:, None]
+    return out.astype(input.dtype)
+
+
+@aten("_upsample_nearest_exact1d.vec")
+def aten__upsample_nearest_exact1d_vec(input, output_size, scale_factors):
+    """_upsample_nearest_exact1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
+    return _nearest_vec(input, 1, output_size, scale_factors, True)
+
+
+@aten("_upsample_nearest_exact2d.vec")
+def aten__upsample_nearest_exact2d_vec(input, output_size, scale_factors):
+    """_upsample_nearest_exact2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
+    return _nearest_vec(input, 2, output_size, scale_factors, True)
+
+
+@aten("_upsample_nearest_exact3d.vec")
+def aten__upsample_nearest_exact3d_vec(input, output_size, scale_factors):
+    """_upsample_nearest_exact3d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
+    return _nearest_vec(input, 3, output_size, scale_factors, True)
+
+
+@aten("grid_sampler.default")
+def aten_grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
+    """grid_sampler(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
+    return _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+@aten("grid_sampler_2d.default")
+def aten_grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
+    """grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
+    return _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+@aten("grid_sampler_3d.default")
+def aten_grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
+    """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
+    return _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+@aten("upsample_bicubic2d.default")
+def aten_upsample_bicubic2d(self, output_size, align_corners, scales_h=None, scales_w=None):
+    """upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    return _upsample_interp(self, 2, list(output_size), align_corners, [scales_h, scales_w], True)
+
+
+@aten("upsample_bicubic2d.vec")
+def aten_upsample_bicubic2d_vec(input, output_size, align_corners, scale_factors):
+    """upsample_bicubic2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
+    return _interp_vec(input, 2, output_size, align_corners, scale_factors, True)
+
+
+@aten("upsample_bilinear2d.default")
+def aten_upsample_bilinear2d(self, output_size, align_corners, scales_h=None, scales_w=None):
+    """upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    return _upsample_interp(self, 2, list(output_size), align_corners, [scales_h, scales_w], False)
+
+
+@aten("upsample_bilinear2d.vec")
+def aten_upsample_bilinear2d_vec(input, output_size, align_corners, scale_factors):
+    """upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
+    return _interp_vec(input, 2, output_size, align_corners, scale_factors, False)
+
+
+@aten("upsample_linear1d.default")
+def aten_upsample_linear1d(self, output_size, align_corners, scales=None):
+    """upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor"""
+    return _upsample_interp(self, 1, list(output_size), align_corners, [scales], False)
+
+
+@aten("upsample_linear1d.vec")
+def aten_upsample_linear1d_vec(input, output_size, align_corners, scale_factors):
+    """upsample_linear1d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
+    return _interp_vec(input, 1, output_size, align_corners, scale_factors, False)
+
+
+@aten("upsample_nearest1d.default")
+def aten_upsample_nearest1d(self, output_size, scales=None):
+    """upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
+    return _upsample_nearest(self, 1, list(output_size), [scales], False)
+
+
+@aten("upsample_nearest1d.vec")
+def aten_upsample_nearest1d_vec(input, output_size, scale_factors):
+    """upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
+    return _nearest_vec(input, 1, output_size, scale_factors, False)
+
+
+@aten("upsample_nearest2d.default")
+def aten_upsample_nearest2d(self, output_size, scales_h=None, scales_w=None):
+    """upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    return _upsample_nearest(self, 2, list(output_size), [scales_h, scales_w], False)
+
+
+@aten("upsample_nearest2d.vec")
+def aten_upsample_nearest2d_vec(input, output_size, scale_factors):
+    """upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
+    return _nearest_vec(input, 2, output_size, scale_factors, False)
+
+
+@aten("upsample_nearest3d.default")
+def aten_upsample_nearest3d(self, output_size, scales_d=None, scales_h=None, scales_w=None):
+    """upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    return _upsample_nearest(self, 3, list(output_size), [scales_d, scales_h, scales_w], False)
+
+
+@aten("upsample_nearest3d.vec")
+def aten_upsample_nearest3d_vec(input, output_size, scale_factors):
+    """upsample_nearest3d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
+    return _nearest_vec(input, 3, output_size, scale_factors, False)
+
+
+@aten("upsample_trilinear3d.default")
+def aten_upsample_trilinear3d(self, output_size, align_corners, scales_d=None, scales_h=None, scales_w=None):
+    """upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    return _upsample_interp(self, 3, list(output_size), align_corners, [scales_d, scales_h, scales_w], False)
+
+
+@aten("upsample_trilinear3d.vec")
+def aten_upsample_trilinear3d_vec(input, output_size, align_corners, scale_factors):
+    """upsample_trilinear3d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
+    return _interp_vec(input, 3, output_size, align_corners, scale_factors, False)
