@@ -95,6 +95,6 @@ def test_dynamic_batch():
     module = Structured()
     x, y = torch.randn(2, 4), torch.randn(5)
     batch = torch.export.Dim("batch")
-    model = jaxport.from_torch(module, (x,), {"y": y}, dynamic_shapes=({0: batch}, {"y": None}))
+    model = jaxport.from_torch(module, (x,), {"y": y}, dynamic_shapes={"x": {0: batch}, "y": None})
     x7 = torch.randn(7, 4)
     np.testing.assert_allclose(np.asarray(model(x7, y=y)["h"]), module(x7, y=y)["h"].detach().numpy(), rtol=1e-5)

@@ -62,12 +62,16 @@ def test_model_matches_pytorch(name):
         np.testing.assert_allclose(np.asarray(a), e.numpy(), rtol=1e-4, atol=1e-4)
 
 
-def test_model_params_are_the_state_dict():
-    module, _, _, model, _ = converted("bert")
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_model_params_are_the_state_dict(name):
+    module, _, _, model, _ = converted(name)
     state = module.state_dict()
-    assert set(state) <= set(model.params)
-    for name, tensor in state.items():
-        np.testing.assert_array_equal(np.asarray(model.params[name]), tensor.numpy())
+    assert set(state) <= set(model.params) | set(model.tied)
+    for key, tensor in state.items():
+        np.testing.assert_array_equal(np.asarray(model.params[model.tied.get(key, key)]), tensor.numpy())
+    assert set(model.parameter_names) == {k for k, _ in module.named_parameters()}
+    if name == "gpt2":
+        assert model.tied == {"lm_head.weight": "transformer.wte.weight"}
 
 
 def test_minilm_real_weights_give_sensible_embeddings():
@@ -91,6 +95,7 @@ def test_minilm_real_weights_give_sensible_embeddings():
 
 def test_apply_is_pure_and_jittable():
     module, args, kwargs, model, expected = converted("gpt2")
+    args = [jaxport.to_jax(a) for a in args]  # jax.jit takes JAX arrays, not torch tensors
     apply = jax.jit(model.apply)
     a = apply(model.params, *args, **kwargs)["logits"]
     b = model.apply(model.params, *args, **kwargs)["logits"]

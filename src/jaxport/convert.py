@@ -41,10 +41,13 @@ def from_exported_program(ep: torch.export.ExportedProgram, *, decompose: str = 
     ep = torch_export.lowerable(ep, decompose=decompose)
     program, state = torch_export.to_program(ep)
     program.check_supported()
-    params = {key: tu.to_jax(t, what=f"parameter '{key}'") for key, t in state.items()}
+    params = {key: tu.to_jax(t, what=f"parameter '{key}'") for key, t in state.tensors.items()}
     return JaxModel(
         program,
         params,
+        parameter_names=state.parameters,
+        buffer_names=state.buffers,
+        tied=state.tied,
         flatten_inputs=torch_export.input_flattener(ep.call_spec.in_spec, program.user_inputs),
         build_outputs=torch_export.output_builder(ep.call_spec.out_spec),
         name=name,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -51,6 +51,10 @@ class JaxModel:
     `apply(params, *args, **kwargs)` is a pure function of them and the inputs,
     so it composes with `jax.jit`, `jax.grad` and `jax.vmap`. Calling the model
     runs a jitted `apply` with its own `params`.
+
+    Tied weights appear once, under their first name; `tied` maps each other
+    name to it. `parameter_names` and `buffer_names` say which entries are
+    trainable parameters (`split_params` separates them for `jax.grad`).
     """
 
     def __init__(
@@ -60,15 +64,29 @@ class JaxModel:
         *,
         flatten_inputs: Callable[[tuple, dict], list],
         build_outputs: Callable[[list], Any],
+        parameter_names: Sequence[str] = (),
+        buffer_names: Sequence[str] = (),
+        tied: Mapping[str, str] | None = None,
         name: str = "model",
     ):
         self.program = program
         self.params = params
+        self.parameter_names = tuple(parameter_names)
+        self.buffer_names = tuple(buffer_names)
+        self.tied = dict(tied or {})
         self.name = name
         self._flatten_inputs = flatten_inputs
         self._build_outputs = build_outputs
         self._jitted = jax.jit(self.apply)
         self.strict = False
+
+    def split_params(self, params: Mapping[str, Any] | None = None) -> tuple[dict, dict]:
+        """(trainable parameters, everything else), to differentiate only the former."""
+        params = self.params if params is None else params
+        names = set(self.parameter_names)
+        trainable = {k: v for k, v in params.items() if k in names}
+        rest = {k: v for k, v in params.items() if k not in names}
+        return trainable, rest
 
     def apply(self, params: Mapping[str, Any], *args, **kwargs) -> Any:
         """Run the model on `params` and inputs; returns outputs shaped like PyTorch's."""

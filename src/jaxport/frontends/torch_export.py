@@ -9,6 +9,7 @@ what is still missing after that is reported all at once.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import os
 import re
@@ -292,21 +293,49 @@ def _constant(value) -> Any:
     raise ExportError(f"jaxport cannot carry a constant of type {type(value).__name__}")
 
 
-def to_program(ep: ExportedProgram) -> tuple[Program, dict[str, torch.Tensor]]:
-    """Translate an exported program; returns the Program and its state tensors by name."""
+def _storage_key(tensor: torch.Tensor) -> tuple:
+    return (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
+            tuple(tensor.stride()), tensor.dtype)
+
+
+@dataclasses.dataclass
+class StateInfo:
+    """The exported model's state: tensors by name, which are parameters, and tied aliases."""
+
+    tensors: dict[str, torch.Tensor]
+    parameters: list[str]
+    buffers: list[str]
+    tied: dict[str, str]  # alias name -> the name it shares a tensor with
+
+
+def to_program(ep: ExportedProgram) -> tuple[Program, StateInfo]:
+    """Translate an exported program; returns the Program and its state.
+
+    Tied weights (one tensor under several state_dict names) become one
+    parameter under the first name, so gradients through every use add up.
+    """
     sig = ep.graph_signature
     placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
     state_inputs: list[tuple[str, str]] = []
     constants: dict[str, Any] = {}
     user_inputs: list[Input] = []
     state: dict[str, torch.Tensor] = {}
+    parameters: list[str] = []
+    buffers: list[str] = []
+    tied: dict[str, str] = {}
+    first_name_of: dict[tuple, str] = {}  # tied weights (GPT-2's wte/lm_head) are one parameter
     for node, spec in zip(placeholders, sig.input_specs):
         if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
-            state_inputs.append((node.name, spec.target))
             tensor = ep.state_dict.get(spec.target)
             if tensor is None:  # a non-persistent buffer lives among the constants
                 tensor = ep.constants[spec.target]
-            state[spec.target] = tensor
+            name = first_name_of.setdefault(_storage_key(tensor), spec.target)
+            state_inputs.append((node.name, name))
+            if name != spec.target:
+                tied[spec.target] = name
+            else:
+                state[name] = tensor
+                (parameters if spec.kind == InputKind.PARAMETER else buffers).append(name)
         elif spec.kind == InputKind.CONSTANT_TENSOR:
             constants[node.name] = _constant(ep.constants[spec.target])
         elif spec.kind == InputKind.USER_INPUT:
@@ -333,7 +362,7 @@ def to_program(ep: ExportedProgram) -> tuple[Program, dict[str, torch.Tensor]]:
                 f"({spec.target}); a pure JAX function cannot change its inputs"
             )
     program = Program(state_inputs, constants, user_inputs, translator.nodes, outputs, buffer_updates)
-    return program, state
+    return program, StateInfo(state, parameters, buffers, tied)
 
 
 # -- input and output structure ------------------------------------------------------------------

@@ -162,14 +162,28 @@ def aten_relu6(self):
     return aten_hardtanh(self, 0, 6)
 
 
+@aten("rrelu.default", random=True)
+def aten_rrelu(self, lower=0.125, upper=1.0 / 3.0, training=False, generator=None, *, key):
+    """rrelu(Tensor self, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
+    return aten_rrelu_with_noise_functional(self, self, lower, upper, training, generator, key=key)[
+        0
+    ]
+
+
 @aten("rrelu_with_noise.default", random=True)
-def aten_rrelu_with_noise(self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None, *, key):
+def aten_rrelu_with_noise(
+    self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None, *, key
+):
     """rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
-    return aten_rrelu_with_noise_functional(self, noise, lower, upper, training, generator, key=key)[0]
+    return aten_rrelu_with_noise_functional(
+        self, noise, lower, upper, training, generator, key=key
+    )[0]
 
 
 @aten("rrelu_with_noise_functional.default", random=True)
-def aten_rrelu_with_noise_functional(self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None, *, key):
+def aten_rrelu_with_noise_functional(
+    self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None, *, key
+):
     """rrelu_with_noise_functional(Tensor self, Tensor noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> (Tensor, Tensor noise_out)"""
     x = _compute(self)
     if not training:

@@ -17,7 +17,7 @@ from ._promotion import opmath_type
 
 
 def _spatial_names(nd):
-    return "DHW"[3 - nd:] if nd <= 3 else "".join(chr(ord("a") + i) for i in range(nd))
+    return "DHW"[3 - nd :] if nd <= 3 else "".join(chr(ord("a") + i) for i in range(nd))
 
 
 def _expand(value, nd):
@@ -111,7 +111,9 @@ def aten_col2im(self, output_size, kernel_size, dilation, padding, stride):
     compute = opmath_type(x.dtype)
     vals = x.astype(compute).reshape(n, c, kh * kw * bh * bw)
     out = jnp.zeros((n, c, (oh + 2 * ph) * (ow + 2 * pw)), compute).at[:, :, flat].add(vals)
-    out = out.reshape(n, c, oh + 2 * ph, ow + 2 * pw)[:, :, ph : ph + oh, pw : pw + ow].astype(x.dtype)
+    out = out.reshape(n, c, oh + 2 * ph, ow + 2 * pw)[:, :, ph : ph + oh, pw : pw + ow].astype(
+        x.dtype
+    )
     return out[0] if unbatched else out
 
 
@@ -132,20 +134,34 @@ def aten_conv2d_padding(input, weight, bias=None, stride=1, padding="valid", dil
 
 
 @aten("conv_transpose1d.default", "conv_transpose2d.input", "conv_transpose3d.input")
-def aten_conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+def aten_conv_transpose2d(
+    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+):
     """conv_transpose2d.input(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] output_padding=[0, 0], SymInt groups=1, SymInt[2] dilation=[1, 1]) -> Tensor"""
     return _conv(input, weight, bias, stride, padding, dilation, True, output_padding, groups)
 
 
 @aten("convolution.default", "_convolution.default")
-def aten_convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, *unused):
+def aten_convolution(
+    input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, *unused
+):
     """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
     return _conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
 
 
 @aten("convolution_backward.default")
 def aten_convolution_backward(
-    grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask
+    grad_output,
+    input,
+    weight,
+    bias_sizes,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
 ):
     """convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
     compute = opmath_type(grad_output.dtype)
@@ -156,7 +172,9 @@ def aten_convolution_backward(
     _, vjp = jax.vjp(forward, input.astype(compute), weight.astype(compute))
     grad_input, grad_weight = vjp(grad_output.astype(compute))
     nd = weight.ndim - 2
-    batch_axes = (0,) + tuple(range(2, 2 + nd)) if grad_output.ndim == nd + 2 else tuple(range(1, 1 + nd))
+    batch_axes = (
+        (0,) + tuple(range(2, 2 + nd)) if grad_output.ndim == nd + 2 else tuple(range(1, 1 + nd))
+    )
     grad_bias = jnp.sum(grad_output.astype(compute), axis=batch_axes)
     return (
         grad_input.astype(input.dtype) if output_mask[0] else None,

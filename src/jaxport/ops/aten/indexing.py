@@ -126,7 +126,9 @@ def _searchsorted(sorted_sequence, values, side, sorter, out_int32):
         sorted_sequence = jnp.take_along_axis(sorted_sequence, sorter, axis=-1)
     common = result_type(sorted_sequence, values)
     seq, vals = sorted_sequence.astype(common), jnp.asarray(values).astype(common)
-    if seq.ndim <= 1:
+    if seq.size == 0 or vals.size == 0:
+        out = jnp.zeros(vals.shape, dtype)
+    elif seq.ndim <= 1:
         out = jnp.searchsorted(seq, vals, side=side)
     else:
         batch = seq.shape[:-1]
@@ -136,7 +138,7 @@ def _searchsorted(sorted_sequence, values, side, sorter, out_int32):
     return out.astype(dtype)
 
 
-@aten("_embedding_bag.default", "_embedding_bag_forward_only.default")
+@aten("_embedding_bag.default")
 def aten__embedding_bag(
     weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
     per_sample_weights=None, include_last_offset=False, padding_idx=-1,
@@ -169,8 +171,22 @@ def aten__embedding_bag(
         mode == 0 and weight.dtype in (np.dtype(np.float32), np.dtype(jnp.float16)) and padding_idx < 0
     )
     offset2bag = jnp.zeros((0,), offsets.dtype) if fast_sum else bag
-    bag_size = count
-    return output.astype(weight.dtype), offset2bag, bag_size, max_indices
+    return output.astype(weight.dtype), offset2bag, count, max_indices
+
+
+@aten("_embedding_bag_forward_only.default")
+def aten__embedding_bag_forward_only(
+    weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+    per_sample_weights=None, include_last_offset=False, padding_idx=-1,
+):
+    """_embedding_bag_forward_only(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)"""
+    output, offset2bag, bag_size, max_indices = aten__embedding_bag(
+        weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+        per_sample_weights, include_last_offset, padding_idx,
+    )
+    # PyTorch sizes bag_size here by the offsets, one more than the bags with include_last_offset.
+    bag_size = jnp.pad(bag_size, (0, offsets.shape[0] - bag_size.shape[0]))
+    return output, offset2bag, bag_size, max_indices
 
 
 @aten("_unsafe_masked_index.default")
@@ -235,6 +251,17 @@ def aten_embedding_dense_backward(grad_output, indices, num_weights, padding_idx
         counts = jnp.zeros(num_weights, compute).at[index].add(1)
         grad = grad / counts[index][:, None]
     return jnp.zeros((num_weights, width), compute).at[index].add(grad).astype(grad_output.dtype)
+
+
+@aten("embedding_renorm.default")
+def aten_embedding_renorm(self, indices, max_norm, norm_type):
+    """embedding_renorm(Tensor self, Tensor indices, float max_norm, float norm_type) -> Tensor"""
+    compute = opmath_type(self.dtype)
+    rows = self.astype(compute)
+    norm = jnp.linalg.norm(rows, ord=norm_type, axis=1)
+    used = jnp.zeros(self.shape[0], np.bool_).at[indices.reshape(-1)].set(True)
+    scale = jnp.where(used & (norm > max_norm), max_norm / (norm + 1e-7), 1)
+    return (rows * scale[:, None]).astype(self.dtype)
 
 
 @aten("gather.default")
@@ -356,8 +383,8 @@ def aten_nonzero(self):
 @aten("nonzero_static.default")
 def aten_nonzero_static(self, *, size, fill_value=-1):
     """nonzero_static(Tensor self, *, SymInt size, int fill_value=-1) -> Tensor"""
-    if self.ndim == 0:
-        return jnp.zeros((size, 0), _int64())
+    if self.ndim == 0 or self.size == 0:
+        return jnp.full((size, self.ndim), fill_value, _int64())
     coords = jnp.nonzero(self, size=size, fill_value=fill_value)
     return jnp.stack(coords, axis=1).astype(_int64()).reshape(size, self.ndim)
 

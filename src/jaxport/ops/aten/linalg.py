@@ -161,6 +161,16 @@ def aten__pdist_forward(self, p=2.0):
 @aten("addbmm.default")
 def aten_addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    dtype = result_type(batch1, batch2)
+    if opmath_type(dtype) != dtype and batch1.shape[0] > 0:
+        # PyTorch adds one addmm per batch into the 16-bit result, rounding after each.
+        out = aten_addmm(self, batch1[0], batch2[0], beta=beta, alpha=alpha)
+        out = jnp.broadcast_to(out, (batch1.shape[1], batch2.shape[2]))
+
+        def step(acc, mats):
+            return aten_addmm(acc, mats[0], mats[1], beta=1, alpha=alpha), None
+
+        return lax.scan(step, out, (batch1[1:], batch2[1:]))[0]
     product, dtype = _product(
         lambda a, b, **kw: lax.dot_general(a, b, (((0, 2), (0, 1)), ((), ())), **kw), batch1, batch2
     )
@@ -184,6 +194,16 @@ def aten_addmv(self, mat, vec, *, beta=1, alpha=1):
 @aten("addr.default")
 def aten_addr(self, vec1, vec2, *, beta=1, alpha=1):
     """addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    dtype = result_type(vec1, vec2)
+    if opmath_type(dtype) != dtype:
+        # PyTorch's kernel computes beta * self + alpha * vec1 * vec2 elementwise, rounding each op.
+        def r(x):
+            return x.astype(dtype).astype(np.float32)
+
+        product = r(r(r(jnp.asarray(alpha, np.float32)) * vec1.astype(np.float32))[:, None] * vec2.astype(np.float32))
+        if beta != 0:
+            product = r(r(jnp.asarray(beta, np.float32)) * self.astype(np.float32)) + product
+        return jnp.broadcast_to(product, (vec1.shape[0], vec2.shape[0])).astype(dtype)
     product, dtype = _product(
         lambda a, b, **kw: lax.dot_general(a[:, None], b[None, :], (((1,), (0,)), ((), ())), **kw), vec1, vec2
     )
@@ -217,7 +237,20 @@ def aten_dot(self, tensor):
 @aten("einsum.default")
 def aten_einsum(equation, tensors, *, path=None):
     """einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor"""
-    out, dtype = _product(lambda *ops, **kw: jnp.einsum(equation, *ops, **kw), *tensors)
+    dtype = result_type(*tensors)
+    if len(tensors) == 1:  # a pure reduction: sum in opmath, as PyTorch does
+        out = jnp.einsum(equation, tensors[0].astype(opmath_type(dtype)))
+    else:
+        out, dtype = _product(lambda *ops, **kw: jnp.einsum(equation, *ops, **kw), *tensors)
+    if dtype == np.bool_ or jnp.issubdtype(dtype, jnp.integer):
+        # PyTorch sums away a label found in one operand only with `sum`, which widens to int64.
+        inputs, _, output = equation.replace(" ", "").partition("->")
+        terms = inputs.split(",")
+        def summed_early(i):
+            others = set(output) | {c for j, t in enumerate(terms) if j != i for c in t}
+            return any(c.isalpha() and c not in others for c in terms[i])
+        if "->" in equation and all(summed_early(i) for i in range(len(terms))):
+            dtype = canonical(np.int64)
     return out.astype(dtype)
 
 
@@ -291,6 +324,12 @@ def aten_linear(input, weight, bias=None):
 @aten("tensordot.default")
 def aten_tensordot(self, other, dims_self, dims_other):
     """tensordot(Tensor self, Tensor other, int[] dims_self, int[] dims_other) -> Tensor"""
+    # A contracted pair may differ in size when one side is 1: PyTorch sums the other side over it.
+    for a, b in zip(dims_self, dims_other):
+        if self.shape[a] == 1 and other.shape[b] != 1:
+            other = jnp.sum(other, axis=b, keepdims=True, dtype=other.dtype)
+        elif other.shape[b] == 1 and self.shape[a] != 1:
+            self = jnp.sum(self, axis=a, keepdims=True, dtype=self.dtype)
     out, dtype = _product(
         lambda a, b, **kw: jnp.tensordot(a, b, axes=(tuple(dims_self), tuple(dims_other)), **kw), self, other
     )

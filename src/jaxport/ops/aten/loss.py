@@ -43,7 +43,7 @@ def _norm(x, p, axis, keepdim):
         return jnp.min(a, axis=axis, keepdims=keepdim)
     if p == 0:
         return jnp.sum((a != 0).astype(x.dtype), axis=axis, keepdims=keepdim)
-    return jnp.sum(a ** p, axis=axis, keepdims=keepdim) ** (1.0 / p)
+    return jnp.sum(a**p, axis=axis, keepdims=keepdim) ** (1.0 / p)
 
 
 def _pairwise_distance(x1, x2, p, eps, keepdim):
@@ -106,7 +106,9 @@ def aten_cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=1):
     mag2 = jnp.sum(x2 * x2, axis=axis) + 1e-12
     cos = prod / jnp.sqrt(mag1 * mag2)
     zero = jnp.zeros_like(cos)
-    loss = jnp.where(target == 1, 1 - cos, zero) + jnp.where(target == -1, jnp.maximum(cos - margin, 0), zero)
+    loss = jnp.where(target == 1, 1 - cos, zero) + jnp.where(
+        target == -1, jnp.maximum(cos - margin, 0), zero
+    )
     return _reduce(loss, reduction).astype(dtype)
 
 
@@ -124,7 +126,9 @@ def aten_cosine_similarity(x1, x2, dim=1, eps=1e-08):
 
 
 @aten("cross_entropy_loss.default")
-def aten_cross_entropy_loss(self, target, weight=None, reduction=1, ignore_index=-100, label_smoothing=0.0):
+def aten_cross_entropy_loss(
+    self, target, weight=None, reduction=1, ignore_index=-100, label_smoothing=0.0
+):
     """cross_entropy_loss(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, SymInt ignore_index=-100, float label_smoothing=0.) -> Tensor"""
     compute = opmath_type(self.dtype)
     class_dim = 0 if self.ndim == 1 else 1
@@ -142,7 +146,9 @@ def aten_cross_entropy_loss(self, target, weight=None, reduction=1, ignore_index
             return (-jnp.sum(prod, axis=class_dim)).astype(self.dtype)
         total = -jnp.sum(prod)
         if reduction == 1:
-            total = total / (self.size // n_classes) if self.size else jnp.full((), jnp.nan, compute)
+            total = (
+                total / (self.size // n_classes) if self.size else jnp.full((), jnp.nan, compute)
+            )
         return total.astype(self.dtype)
     nll, _ = _nll(logp, target, weight, reduction, ignore_index)
     if label_smoothing <= 0:
@@ -258,19 +264,25 @@ def aten_multilabel_margin_loss_forward(self, target, reduction):
     loss = jnp.sum(hinge, axis=(1, 2)) / n_classes
     if reduction == 0:
         loss = loss.reshape(self.shape[:-1]) if self.ndim > 1 else loss.reshape(())
-    return _reduce(loss, reduction).astype(self.dtype), is_target.reshape(target.shape).astype(self.dtype)
+    return _reduce(loss, reduction).astype(self.dtype), is_target.reshape(target.shape).astype(
+        self.dtype
+    )
 
 
 @aten("nll_loss.default", "nll_loss_nd.default", "nll_loss2d.default")
 def aten_nll_loss(self, target, weight=None, reduction=1, ignore_index=-100):
     """nll_loss(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, SymInt ignore_index=-100) -> Tensor"""
-    return _nll(self.astype(opmath_type(self.dtype)), target, weight, reduction, ignore_index)[0].astype(self.dtype)
+    return _nll(self.astype(opmath_type(self.dtype)), target, weight, reduction, ignore_index)[
+        0
+    ].astype(self.dtype)
 
 
 @aten("nll_loss_forward.default", "nll_loss2d_forward.default")
 def aten_nll_loss_forward(self, target, weight, reduction, ignore_index):
     """nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    loss, total = _nll(self.astype(opmath_type(self.dtype)), target, weight, reduction, ignore_index)
+    loss, total = _nll(
+        self.astype(opmath_type(self.dtype)), target, weight, reduction, ignore_index
+    )
     return loss.astype(self.dtype), total.astype(self.dtype)
 
 
@@ -315,7 +327,9 @@ def aten_soft_margin_loss(self, target, reduction=1):
 
 
 @aten("triplet_margin_loss.default")
-def aten_triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-06, swap=False, reduction=1):
+def aten_triplet_margin_loss(
+    anchor, positive, negative, margin=1.0, p=2.0, eps=1e-06, swap=False, reduction=1
+):
     """triplet_margin_loss(Tensor anchor, Tensor positive, Tensor negative, float margin=1., float p=2., float eps=9.9999999999999995e-07, bool swap=False, int reduction=1) -> Tensor"""
     (a, pos, neg), dtype = _prepare(anchor, positive, negative)
     d_pos = _pairwise_distance(a, pos, p, eps, False)
@@ -323,4 +337,3 @@ def aten_triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=
     if swap:
         d_neg = jnp.minimum(d_neg, _pairwise_distance(pos, neg, p, eps, False))
     return _reduce(jnp.maximum(margin + d_pos - d_neg, 0), reduction).astype(dtype)
-

@@ -8,7 +8,6 @@ Variances are biased (divide by n); running variances are updated unbiased.
 
 from __future__ import annotations
 
-
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -49,10 +48,14 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
         invstd = lax.rsqrt(var + eps)
         n = input.size // max(input.shape[1], 1)
         if running_mean is not None:
-            new_mean = ((1 - momentum) * running_mean.astype(compute) + momentum * mean).astype(running_mean.dtype)
+            new_mean = ((1 - momentum) * running_mean.astype(compute) + momentum * mean).astype(
+                running_mean.dtype
+            )
         if running_var is not None:
             unbiased = var * (n / max(n - 1, 1)) if n > 1 else jnp.full_like(var, jnp.nan)
-            new_var = ((1 - momentum) * running_var.astype(compute) + momentum * unbiased).astype(running_var.dtype)
+            new_var = ((1 - momentum) * running_var.astype(compute) + momentum * unbiased).astype(
+                running_var.dtype
+            )
         save_mean, save_invstd = mean.astype(stat_dtype), invstd.astype(stat_dtype)
     else:
         mean, invstd = running_mean.astype(compute), lax.rsqrt(running_var.astype(compute) + eps)
@@ -98,14 +101,20 @@ def _layer_norm(input, normalized_shape, weight, bias, eps):
 def aten__batch_norm_no_update(input, weight, bias, running_mean, running_var, momentum, eps):
     """_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
     training = running_mean is None or running_var is None
-    out, mean, invstd, _, _ = _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+    out, mean, invstd, _, _ = _batch_norm(
+        input, weight, bias, running_mean, running_var, training, momentum, eps
+    )
     return out, mean, invstd, jnp.zeros((0,), jnp.uint8)
 
 
 @aten("_batch_norm_with_update_functional.default")
-def aten__batch_norm_with_update_functional(input, weight, bias, running_mean, running_var, momentum, eps):
+def aten__batch_norm_with_update_functional(
+    input, weight, bias, running_mean, running_var, momentum, eps
+):
     """_batch_norm_with_update_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
-    out, mean, invstd, new_mean, new_var = _batch_norm(input, weight, bias, running_mean, running_var, True, momentum, eps)
+    out, mean, invstd, new_mean, new_var = _batch_norm(
+        input, weight, bias, running_mean, running_var, True, momentum, eps
+    )
     return out, mean, invstd, jnp.zeros((0,), jnp.uint8), new_mean, new_var
 
 
@@ -125,9 +134,19 @@ def aten__fused_rms_norm(input, normalized_shape, weight, eps):
 
 
 @aten("_native_batch_norm_legit.default", "native_batch_norm.default")
-def aten__native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum, eps):
+def aten__native_batch_norm_legit(
+    input, weight, bias, running_mean, running_var, training, momentum, eps
+):
     """_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
+
+
+@aten("_native_batch_norm_legit_functional.default")
+def aten__native_batch_norm_legit_functional(
+    input, weight, bias, running_mean, running_var, training, momentum, eps
+):
+    """_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
+    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
 
 
 @aten("_native_batch_norm_legit.no_stats")
@@ -136,20 +155,18 @@ def aten__native_batch_norm_legit_no_stats(input, weight, bias, training, moment
     return _batch_norm(input, weight, bias, None, None, True, momentum, eps)[:3]
 
 
-@aten("_native_batch_norm_legit_functional.default")
-def aten__native_batch_norm_legit_functional(input, weight, bias, running_mean, running_var, training, momentum, eps):
-    """_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
-    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
-
-
 @aten("_native_batch_norm_legit_no_training.default")
-def aten__native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps):
+def aten__native_batch_norm_legit_no_training(
+    input, weight, bias, running_mean, running_var, momentum, eps
+):
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     return _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)[:3]
 
 
 @aten("batch_norm.default")
-def aten_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled):
+def aten_batch_norm(
+    input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled
+):
     """batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor"""
     training = training or running_mean is None or running_var is None
     return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)[0]
@@ -163,7 +180,9 @@ def aten_group_norm(input, num_groups, weight=None, bias=None, eps=1e-05, cudnn_
 
 
 @aten("instance_norm.default")
-def aten_instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, cudnn_enabled):
+def aten_instance_norm(
+    input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, cudnn_enabled
+):
     """instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool use_input_stats, float momentum, float eps, bool cudnn_enabled) -> Tensor"""
     if not use_input_stats:
         return _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)[0]
@@ -194,12 +213,16 @@ def aten_native_group_norm(input, weight, bias, N, C, HxW, group, eps):
 
 
 @aten("native_group_norm_backward.default")
-def aten_native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
+def aten_native_group_norm_backward(
+    grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask
+):
     """native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
     compute = opmath_type(input.dtype)
     g = grad_out.astype(compute)
     x = input.astype(compute).reshape(N, group, -1)
-    xhat = ((x - mean.astype(compute)[..., None]) * rstd.astype(compute)[..., None]).reshape(N, C, -1)
+    xhat = ((x - mean.astype(compute)[..., None]) * rstd.astype(compute)[..., None]).reshape(
+        N, C, -1
+    )
     g3 = g.reshape(N, C, -1)
     grad_weight = jnp.sum(g3 * xhat, axis=(0, 2))
     grad_bias = jnp.sum(g3, axis=(0, 2))
@@ -225,7 +248,9 @@ def aten_native_layer_norm(input, normalized_shape, weight, bias, eps):
 
 
 @aten("native_layer_norm_backward.default")
-def aten_native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
+def aten_native_layer_norm_backward(
+    grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask
+):
     """native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
     compute = opmath_type(input.dtype)
     k = len(normalized_shape)
@@ -236,7 +261,9 @@ def aten_native_layer_norm_backward(grad_out, input, normalized_shape, mean, rst
     xhat = (input.astype(compute) - mean.astype(compute)) * rstd
     gx = g if weight is None else g * weight.astype(compute)
     grad_input = rstd * (
-        gx - jnp.mean(gx, axis=axes, keepdims=True) - xhat * jnp.mean(gx * xhat, axis=axes, keepdims=True)
+        gx
+        - jnp.mean(gx, axis=axes, keepdims=True)
+        - xhat * jnp.mean(gx * xhat, axis=axes, keepdims=True)
     )
     grad_weight = jnp.sum(g * xhat, axis=batch_axes)
     grad_bias = jnp.sum(g, axis=batch_axes)
@@ -255,7 +282,9 @@ def aten_rms_norm(input, normalized_shape, weight=None, eps=None):
         eps = float(jnp.finfo(input.dtype).eps)
     axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
     x = input.astype(compute)
-    out = (x * lax.rsqrt(jnp.mean(jnp.square(x), axis=axes, keepdims=True) + eps)).astype(input.dtype)
+    out = (x * lax.rsqrt(jnp.mean(jnp.square(x), axis=axes, keepdims=True) + eps)).astype(
+        input.dtype
+    )
     if weight is not None:
         dtype = jnp.promote_types(out.dtype, weight.dtype)
         out = (out.astype(compute) * weight.astype(compute)).astype(dtype)

@@ -74,7 +74,9 @@ def _max_with_indices(x, index_lists):
     masked = jnp.where(valid, vals, lowest)
     best = jnp.max(masked, axis=-1, keepdims=True)
     # PyTorch keeps the first maximum, the first NaN, or (all -inf) the first valid element.
-    hit = valid & ((masked == best) | (jnp.isnan(masked) if jnp.issubdtype(x.dtype, jnp.floating) else False))
+    hit = valid & (
+        (masked == best) | (jnp.isnan(masked) if jnp.issubdtype(x.dtype, jnp.floating) else False)
+    )
     pos = jnp.argmax(hit, axis=-1)
     index = jnp.take_along_axis(jnp.broadcast_to(flat, vals.shape), pos[..., None], axis=-1)[..., 0]
     return best[..., 0], index.astype(np.int64)
@@ -107,9 +109,13 @@ def _max_pool(self, nd, kernel_size, stride, padding, dilation, ceil_mode):
         out = _pool_geometry(n, k, s, p, d, ceil_mode)
         pads.append((p, max((out - 1) * s + d * (k - 1) + 1 - n - p, 0)))
     lead = self.ndim - nd
-    if self.size == 0 or any(_pool_geometry(n, k, s, p, d, ceil_mode) == 0
-                             for n, k, s, p, d in zip(self.shape[-nd:], kernel, stride, padding, dilation)):
-        return _max_pool_with_indices(self, nd, kernel_size, stride, padding, dilation, ceil_mode)[0]
+    if self.size == 0 or any(
+        _pool_geometry(n, k, s, p, d, ceil_mode) == 0
+        for n, k, s, p, d in zip(self.shape[-nd:], kernel, stride, padding, dilation)
+    ):
+        return _max_pool_with_indices(self, nd, kernel_size, stride, padding, dilation, ceil_mode)[
+            0
+        ]
     x = self
     if jnp.issubdtype(x.dtype, jnp.floating):
         # reduce_window's max drops NaN on some backends; PyTorch propagates it.
@@ -137,7 +143,9 @@ def _max_pool(self, nd, kernel_size, stride, padding, dilation, ceil_mode):
     return out
 
 
-def _avg_pool(self, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+def _avg_pool(
+    self, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
     kernel = _expand(kernel_size, nd)
     stride = _expand(stride, nd) if stride else kernel
     padding = _expand(padding, nd)
@@ -168,7 +176,9 @@ def _avg_pool(self, nd, kernel_size, stride, padding, ceil_mode, count_include_p
             divisor = np.multiply.outer(divisor, d)
     if jnp.issubdtype(self.dtype, jnp.integer):
         # PyTorch's integer average pooling truncates the quotient.
-        return lax.div(total, jnp.broadcast_to(jnp.asarray(divisor, compute), total.shape)).astype(self.dtype)
+        return lax.div(total, jnp.broadcast_to(jnp.asarray(divisor, compute), total.shape)).astype(
+            self.dtype
+        )
     return (total / jnp.asarray(divisor, compute)).astype(self.dtype)
 
 
@@ -201,6 +211,31 @@ def _adaptive_avg(self, output_size):
         x = x / jnp.asarray(end - start, compute)
         x = jnp.moveaxis(x, -1, axis)
     return x.astype(self.dtype)
+
+
+def _max_unpool(self, indices, output_size):
+    nd = len(output_size)
+    lead = self.shape[: self.ndim - nd]
+    rows = math.prod(lead)
+    vals = self.reshape(rows, -1)
+    idx = indices.reshape(rows, -1)
+    out = (
+        jnp.zeros((rows, math.prod(output_size)), self.dtype)
+        .at[jnp.arange(rows)[:, None], idx]
+        .set(vals)
+    )
+    return out.reshape(lead + tuple(output_size))
+
+
+def _max_pool_backward(grad_output, self, indices, nd):
+    lead = self.shape[:-nd]
+    plane = math.prod(self.shape[-nd:])
+    rows = math.prod(lead)
+    compute = opmath_type(self.dtype)
+    g = grad_output.astype(compute).reshape(rows, -1)
+    idx = indices.reshape(rows, -1)
+    out = jnp.zeros((rows, plane), compute).at[jnp.arange(rows)[:, None], idx].add(g)
+    return out.reshape(self.shape).astype(self.dtype)
 
 
 @aten("_adaptive_avg_pool2d.default", "adaptive_avg_pool2d.default")
@@ -237,33 +272,59 @@ def aten_adaptive_max_pool2d(self, output_size):
 
 
 @aten("avg_pool1d.default")
-def aten_avg_pool1d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True):
+def aten_avg_pool1d(
+    self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True
+):
     """avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=[0], bool ceil_mode=False, bool count_include_pad=True) -> Tensor"""
     return _avg_pool(self, 1, kernel_size, stride, padding, ceil_mode, count_include_pad, None)
 
 
 @aten("avg_pool2d.default")
-def aten_avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+def aten_avg_pool2d(
+    self,
+    kernel_size,
+    stride=(),
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
     """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    return _avg_pool(self, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    return _avg_pool(
+        self, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+    )
 
 
 @aten("avg_pool2d_backward.default")
-def aten_avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+def aten_avg_pool2d_backward(
+    grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
     """avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
     compute = opmath_type(self.dtype)
 
     def forward(x):
-        return _avg_pool(x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        return _avg_pool(
+            x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+        )
 
     _, vjp = jax.vjp(forward, self.astype(compute))
     return vjp(grad_output.astype(compute))[0].astype(self.dtype)
 
 
 @aten("avg_pool3d.default")
-def aten_avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+def aten_avg_pool3d(
+    self,
+    kernel_size,
+    stride=(),
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
     """avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    return _avg_pool(self, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    return _avg_pool(
+        self, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+    )
 
 
 @aten("max_pool1d.default")
@@ -273,7 +334,9 @@ def aten_max_pool1d(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mo
 
 
 @aten("max_pool1d_with_indices.default")
-def aten_max_pool1d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+def aten_max_pool1d_with_indices(
+    self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False
+):
     """max_pool1d_with_indices(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=[0], int[1] dilation=[1], bool ceil_mode=False) -> (Tensor, Tensor)"""
     return _max_pool_with_indices(self, 1, kernel_size, stride, padding, dilation, ceil_mode)
 
@@ -285,24 +348,17 @@ def aten_max_pool2d(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mo
 
 
 @aten("max_pool2d_with_indices.default")
-def aten_max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+def aten_max_pool2d_with_indices(
+    self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False
+):
     """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
     return _max_pool_with_indices(self, 2, kernel_size, stride, padding, dilation, ceil_mode)
 
 
-def _max_pool_backward(grad_output, self, indices, nd):
-    lead = self.shape[:-nd]
-    plane = math.prod(self.shape[-nd:])
-    rows = math.prod(lead)
-    compute = opmath_type(self.dtype)
-    g = grad_output.astype(compute).reshape(rows, -1)
-    idx = indices.reshape(rows, -1)
-    out = jnp.zeros((rows, plane), compute).at[jnp.arange(rows)[:, None], idx].add(g)
-    return out.reshape(self.shape).astype(self.dtype)
-
-
 @aten("max_pool2d_with_indices_backward.default")
-def aten_max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+def aten_max_pool2d_with_indices_backward(
+    grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices
+):
     """max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
     return _max_pool_backward(grad_output, self, indices, 2)
 
@@ -313,13 +369,29 @@ def aten_max_pool3d(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mo
     return _max_pool(self, 3, kernel_size, stride, padding, dilation, ceil_mode)
 
 
+@aten("max_pool3d_with_indices.default")
+def aten_max_pool3d_with_indices(
+    self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False
+):
+    """max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
+    return _max_pool_with_indices(self, 3, kernel_size, stride, padding, dilation, ceil_mode)
+
+
 @aten("max_pool3d_with_indices_backward.default")
-def aten_max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+def aten_max_pool3d_with_indices_backward(
+    grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices
+):
     """max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
     return _max_pool_backward(grad_output, self, indices, 3)
 
 
-@aten("max_pool3d_with_indices.default")
-def aten_max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    """max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    return _max_pool_with_indices(self, 3, kernel_size, stride, padding, dilation, ceil_mode)
+@aten("max_unpool2d.default")
+def aten_max_unpool2d(self, indices, output_size):
+    """max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
+    return _max_unpool(self, indices, list(output_size))
+
+
+@aten("max_unpool3d.default")
+def aten_max_unpool3d(self, indices, output_size, stride, padding):
+    """max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride, int[3] padding) -> Tensor"""
+    return _max_unpool(self, indices, list(output_size))

@@ -345,6 +345,44 @@ def aten_min_dim(self, dim, keepdim=False):
     )
 
 
+@aten("mode.default")
+def aten_mode(self, dim=-1, keepdim=False):
+    """mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+
+    def mode(x, axis):
+        # PyTorch sorts, then keeps the first longest run (so the smallest of the most frequent
+        # values) and the original index of that run's last element.
+        n = x.shape[axis]
+        if n == 0:
+            shape = x.shape[:axis] + x.shape[axis + 1:]
+            return jnp.zeros(shape, x.dtype), jnp.zeros(shape, _index_dtype())
+        values, indices = _sort(x, axis, descending=False)
+        pos = lax.broadcasted_iota(_index_dtype(), x.shape, axis)
+        prev = jnp.concatenate([lax.slice_in_dim(values, 0, 1, axis=axis), lax.slice_in_dim(values, 0, n - 1, axis=axis)], axis)
+        nxt = jnp.concatenate([lax.slice_in_dim(values, 1, n, axis=axis), lax.slice_in_dim(values, n - 1, n, axis=axis)], axis)
+        starts = (pos == 0) | (values != prev)
+        ends = (pos == n - 1) | (values != nxt)
+        run_start = lax.cummax(jnp.where(starts, pos, 0), axis=axis)
+        freq = jnp.where(ends, pos - run_start + 1, 0)
+        best = jnp.argmax(freq, axis=axis, keepdims=True)
+        return (jnp.squeeze(jnp.take_along_axis(values, best, axis=axis), axis),
+                jnp.squeeze(jnp.take_along_axis(indices, best, axis=axis), axis))
+
+    return _on_axis(mode, self, dim, keepdim)
+
+
+@aten("nanmean.default")
+def aten_nanmean(self, dim=None, keepdim=False, *, dtype=None):
+    """nanmean(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    out_dtype = np.dtype(dtype) if dtype is not None else np.dtype(self.dtype)
+    x = self.astype(opmath_type(out_dtype))
+    axes = _axes(dim, self.ndim)
+    valid = ~jnp.isnan(x)
+    total = jnp.sum(jnp.where(valid, x, jnp.zeros((), x.dtype)), axis=axes, keepdims=keepdim)
+    count = jnp.sum(valid, axis=axes, keepdims=keepdim, dtype=x.dtype)
+    return (total / count).astype(out_dtype)
+
+
 @aten("nanmedian.default")
 def aten_nanmedian(self):
     """nanmedian(Tensor self) -> Tensor"""

@@ -73,7 +73,9 @@ def _nearest_taps(in_size, out_size, scale, exact, ftype):
 def _linear_taps(in_size, out_size, align_corners, scale, ftype):
     dst = np.arange(out_size)
     if out_size == in_size:
-        return np.stack([dst, dst], 1), np.stack([np.ones(out_size, ftype), np.zeros(out_size, ftype)], 1)
+        return np.stack([dst, dst], 1), np.stack(
+            [np.ones(out_size, ftype), np.zeros(out_size, ftype)], 1
+        )
     s = _scale(in_size, out_size, align_corners, scale, ftype)
     src = _source(s, dst, align_corners, False, ftype)
     i0 = src.astype(np.int64)
@@ -128,14 +130,18 @@ def _resample(input, nd, taps_for_dim):
 def _upsample_nearest(input, nd, output_size, scales, exact):
     ftype = _index_dtype(input.dtype)
     sizes = input.shape[-nd:]
-    return _resample(input, nd, lambda i: _nearest_taps(sizes[i], output_size[i], scales[i], exact, ftype))
+    return _resample(
+        input, nd, lambda i: _nearest_taps(sizes[i], output_size[i], scales[i], exact, ftype)
+    )
 
 
 def _upsample_interp(input, nd, output_size, align_corners, scales, cubic):
     ftype = _index_dtype(input.dtype)
     sizes = input.shape[-nd:]
     taps = _cubic_taps if cubic else _linear_taps
-    return _resample(input, nd, lambda i: taps(sizes[i], output_size[i], align_corners, scales[i], ftype))
+    return _resample(
+        input, nd, lambda i: taps(sizes[i], output_size[i], align_corners, scales[i], ftype)
+    )
 
 
 def _nearest_vec(input, nd, output_size, scale_factors, exact):
@@ -191,7 +197,9 @@ def _gather_taps(x, coords, sizes):
         valid = ok if valid is None else valid & ok
         flat = flat * size + jnp.clip(co, 0, size - 1)
     out_shape = flat.shape[1:]
-    vals = jnp.take_along_axis(x.reshape(n, c, -1), flat.reshape(n, 1, -1).astype(jnp.int64), axis=2)
+    vals = jnp.take_along_axis(
+        x.reshape(n, c, -1), flat.reshape(n, 1, -1).astype(jnp.int64), axis=2
+    )
     vals = vals.reshape((n, c) + out_shape)
     return jnp.where(valid[:, None], vals, jnp.zeros((), vals.dtype))
 
@@ -341,9 +349,13 @@ def aten_upsample_nearest3d_vec(input, output_size, scale_factors):
 
 
 @aten("upsample_trilinear3d.default")
-def aten_upsample_trilinear3d(self, output_size, align_corners, scales_d=None, scales_h=None, scales_w=None):
+def aten_upsample_trilinear3d(
+    self, output_size, align_corners, scales_d=None, scales_h=None, scales_w=None
+):
     """upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    return _upsample_interp(self, 3, list(output_size), align_corners, [scales_d, scales_h, scales_w], False)
+    return _upsample_interp(
+        self, 3, list(output_size), align_corners, [scales_d, scales_h, scales_w], False
+    )
 
 
 @aten("upsample_trilinear3d.vec")

@@ -168,6 +168,21 @@ def _strided_indices(size, stride, storage_offset) -> np.ndarray:
 # -- lowerings -----------------------------------------------------------------------------------
 
 
+@aten("_chunk_cat.default")
+def aten__chunk_cat(tensors, dim, num_chunks):
+    """_chunk_cat(Tensor[] tensors, int dim, int num_chunks) -> Tensor"""
+    dim = canonical_dim(dim, tensors[0].ndim) if len({t.ndim for t in tensors}) == 1 else dim
+    pieces = []
+    for t in tensors:
+        size = t.shape[dim]
+        padded = -(-size // num_chunks) * num_chunks
+        widths = [(0, 0)] * t.ndim
+        widths[dim] = (0, padded - size)
+        t = jnp.pad(t, widths)
+        pieces.append(t.reshape(*t.shape[:dim], num_chunks, -1))
+    return jnp.concatenate(pieces, axis=dim + 1)
+
+
 @aten("_pad_circular.default")
 def aten__pad_circular(self, pad):
     """_pad_circular(Tensor self, SymInt[] pad) -> Tensor"""
@@ -294,7 +309,15 @@ def aten_cat(tensors, dim=0):
     return _cat(tensors, dim)
 
 
-@aten("chunk.default")
+@aten("channel_shuffle.default", "native_channel_shuffle.default")
+def aten_channel_shuffle(self, groups):
+    """channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
+    n, c, *rest = self.shape
+    x = self.reshape(n, groups, c // groups, *rest)
+    return jnp.swapaxes(x, 1, 2).reshape(self.shape)
+
+
+@aten("chunk.default", "unsafe_chunk.default")
 def aten_chunk(self, chunks, dim=0):
     """chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]"""
     size = self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1
@@ -339,6 +362,12 @@ def aten_diag_embed(self, offset=0, dim1=-2, dim2=-1):
         perm[dst] = src
     perm[dim1], perm[dim2] = ndim - 2, ndim - 1
     return jnp.transpose(out, perm)
+
+
+@aten("diagflat.default")
+def aten_diagflat(self, offset=0):
+    """diagflat(Tensor self, int offset=0) -> Tensor"""
+    return aten_diag_embed(jnp.ravel(self), offset, 0, 1)
 
 
 @aten("diagonal.default", "diagonal_copy.default")
@@ -427,6 +456,12 @@ def aten_hstack(tensors):
     return _cat(tensors, 0 if tensors[0].ndim == 1 else 1)
 
 
+@aten("linalg_diagonal.default")
+def aten_linalg_diagonal(A, *, offset=0, dim1=-2, dim2=-1):
+    """linalg_diagonal(Tensor(a) A, *, int offset=0, int dim1=-2, int dim2=-1) -> Tensor(a)"""
+    return aten_diagonal(A, offset, dim1, dim2)
+
+
 @aten("meshgrid.default", "meshgrid.indexing")
 def aten_meshgrid(tensors, indexing="ij"):
     """meshgrid.indexing(Tensor[] tensors, *, str indexing) -> Tensor[]"""
@@ -441,6 +476,12 @@ def aten_movedim(self, source, destination):
     return jnp.moveaxis(self, _dims(source, self.ndim), _dims(destination, self.ndim))
 
 
+@aten("mT.default", "mH.default", "adjoint.default")
+def aten_mT(self):
+    """mT(Tensor(a) self) -> Tensor(a)"""
+    return jnp.swapaxes(self, -2, -1)
+
+
 @aten("narrow.default", "narrow_copy.default")
 def aten_narrow(self, dim, start, length):
     """narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
@@ -449,6 +490,12 @@ def aten_narrow(self, dim, start, length):
     if start < 0:
         start += self.shape[dim]
     return lax.slice_in_dim(self, start, start + int(length), axis=dim)
+
+
+@aten("numpy_T.default", "matrix_H.default")
+def aten_numpy_T(self):
+    """numpy_T(Tensor(a) self) -> Tensor(a)"""
+    return jnp.transpose(self)
 
 
 @aten("pad.default")
@@ -576,7 +623,7 @@ def aten_slice_scatter(self, src, dim=0, start=None, end=None, step=1):
     return self.at[index].set(src.astype(self.dtype))
 
 
-@aten("split.Tensor", "split_copy.Tensor")
+@aten("split.Tensor", "split_copy.Tensor", "unsafe_split.Tensor")
 def aten_split(self, split_size, dim=0):
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
     size = self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1
@@ -586,13 +633,20 @@ def aten_split(self, split_size, dim=0):
     return _split_sizes(self, sizes, dim)
 
 
-@aten("split_with_sizes.default", "split_with_sizes_copy.default")
+@aten("split_with_sizes.default", "split_with_sizes_copy.default", "unsafe_split_with_sizes.default")
 def aten_split_with_sizes(self, split_sizes, dim=0):
     """split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
     return _split_sizes(self, split_sizes, dim)
 
 
-@aten("squeeze.default", "squeeze.dim", "squeeze.dims", "squeeze_copy.dim", "squeeze_copy.dims")
+@aten(
+    "squeeze.default",
+    "squeeze.dim",
+    "squeeze.dims",
+    "squeeze_copy.default",
+    "squeeze_copy.dim",
+    "squeeze_copy.dims",
+)
 def aten_squeeze(self, dim=None):
     """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
     if self.ndim == 0:
@@ -615,11 +669,16 @@ def aten_t(self):
     return self if self.ndim < 2 else self.T
 
 
-@aten("tensor_split.sections", "tensor_split.indices")
+@aten("tensor_split.sections", "tensor_split.indices", "tensor_split.tensor_indices_or_sections")
 def aten_tensor_split(self, sections, dim=0):
     """tensor_split.indices(Tensor(a -> *) self, SymInt[] indices, int dim=0) -> Tensor(a)[]"""
     if isinstance(sections, (list, tuple)):
         return _split_at(self, [int(i) for i in sections], dim)
+    if not isinstance(sections, int):
+        # A tensor of split points (1-D) or a section count (0-d): its values must be concrete.
+        sections = np.asarray(sections)
+        sections = [int(i) for i in sections] if sections.ndim else int(sections)
+        return aten_tensor_split(self, sections, dim)
     size = self.shape[canonical_dim(dim, self.ndim)]
     base, extra = divmod(size, int(sections))
     return _split_sizes(self, [base + 1] * extra + [base] * (int(sections) - extra), dim)
@@ -666,7 +725,7 @@ def aten_unflatten(self, dim, sizes):
     return self.reshape(self.shape[:dim] + sizes + self.shape[dim + 1 :])
 
 
-@aten("unfold.default")
+@aten("unfold.default", "unfold_copy.default")
 def aten_unfold(self, dimension, size, step):
     """unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
     if self.ndim == 0:

@@ -30,6 +30,118 @@ def _same_dtype(fn, self):
     return fn(self.astype(opmath_type(self.dtype))).astype(self.dtype)
 
 
+# Chebyshev coefficients of PyTorch's (Cephes') modified Bessel functions K0 and K1,
+# for x <= 2 (A) and x > 2 (B).
+_K0_A = (
+    1.374465435613523e-16,
+    4.25981614279661e-14,
+    1.0349695257633842e-11,
+    1.904516377220209e-09,
+    2.5347910790261494e-07,
+    2.286212103119452e-05,
+    0.001264615411446926,
+    0.0359799365153615,
+    0.3442898999246285,
+    -0.5353273932339028,
+)
+_K0_B = (
+    5.300433772686263e-18,
+    -1.6475804301524212e-17,
+    5.2103915050390274e-17,
+    -1.678231096805412e-16,
+    5.512055978524319e-16,
+    -1.848593377343779e-15,
+    6.3400764774050706e-15,
+    -2.2275133269916698e-14,
+    8.032890775363575e-14,
+    -2.9800969231727303e-13,
+    1.140340588208475e-12,
+    -4.514597883373944e-12,
+    1.8559491149547177e-11,
+    -7.957489244477107e-11,
+    3.577397281400301e-10,
+    -1.69753450938906e-09,
+    8.574034017414225e-09,
+    -4.660489897687948e-08,
+    2.766813639445015e-07,
+    -1.8317555227191195e-06,
+    1.39498137188765e-05,
+    -0.00012849549581627802,
+    0.0015698838857300533,
+    -0.0314481013119645,
+    2.4403030820659555,
+)
+_K1_A = (
+    -7.023863479386288e-18,
+    -2.427449850519366e-15,
+    -6.666901694199329e-13,
+    -1.4114883926335278e-10,
+    -2.213387630734726e-08,
+    -2.4334061415659684e-06,
+    -0.0001730288957513052,
+    -0.006975723859639864,
+    -0.12261118082265715,
+    -0.3531559607765449,
+    1.5253002273389478,
+)
+_K1_B = (
+    -5.756744483665017e-18,
+    1.7940508731475592e-17,
+    -5.689462558442859e-17,
+    1.838093544366639e-16,
+    -6.057047248373319e-16,
+    2.038703165624334e-15,
+    -7.019837090418314e-15,
+    2.4771544244813043e-14,
+    -8.976705182324994e-14,
+    3.3484196660784293e-13,
+    -1.2891739609510289e-12,
+    5.13963967348173e-12,
+    -2.1299678384275683e-11,
+    9.218315187605006e-11,
+    -4.1903547593418965e-10,
+    2.015049755197033e-09,
+    -1.0345762465678097e-08,
+    5.7410841254500495e-08,
+    -3.5019606030878126e-07,
+    2.406484947837217e-06,
+    -1.936197974166083e-05,
+    0.00019521551847135162,
+    -0.002857816859622779,
+    0.10392373657681724,
+    2.7206261904844427,
+)
+
+
+def _chbevl(y, coefficients):
+    """Clenshaw's recurrence over a Chebyshev series, as the Cephes kernels evaluate it."""
+    p = q = jnp.zeros_like(y)
+    a = jnp.full_like(y, coefficients[0])
+    for c in coefficients[1:]:
+        p, q = q, a
+        a = y * q - p + c
+    return 0.5 * (a - p)
+
+
+def _bessel_k(x, order, scaled):
+    """K0 or K1 of PyTorch's kernels; `scaled` multiplies by exp(x)."""
+    small_x = jnp.where(x <= 2, x, jnp.ones_like(x))
+    large_x = jnp.where(x > 2, x, jnp.full_like(x, 4.0))
+    if order == 0:
+        small = _chbevl(small_x * small_x - 2, _K0_A) - jnp.log(0.5 * small_x) * jsp.i0(small_x)
+        large = _chbevl(8 / large_x - 2, _K0_B) / jnp.sqrt(large_x)
+    else:
+        small = jnp.log(0.5 * small_x) * jsp.i1(small_x) + _chbevl(small_x * small_x - 2, _K1_A) / small_x
+        large = _chbevl(8 / large_x - 2, _K1_B) / jnp.sqrt(large_x)
+    if scaled:
+        small = small * jnp.exp(small_x)
+    else:
+        large = jnp.exp(-large_x) * large
+    out = jnp.where(x <= 2, small, large)
+    out = jnp.where(x < 0, jnp.full_like(x, np.nan), out)
+    return jnp.where(x == 0, jnp.full_like(x, np.inf), out)
+
+
 @aten("abs.default")
 def aten_abs(self):
     """abs(Tensor self) -> Tensor"""
@@ -550,6 +662,18 @@ def aten_special_modified_bessel_i1(self):
     return _float_unary(jsp.i1, self)
 
 
+@aten("special_modified_bessel_k0.default")
+def aten_special_modified_bessel_k0(self):
+    """special_modified_bessel_k0(Tensor self) -> Tensor"""
+    return _float_unary(lambda x: _bessel_k(x, 0, scaled=False), self)
+
+
+@aten("special_modified_bessel_k1.default")
+def aten_special_modified_bessel_k1(self):
+    """special_modified_bessel_k1(Tensor self) -> Tensor"""
+    return _float_unary(lambda x: _bessel_k(x, 1, scaled=False), self)
+
+
 @aten("special_ndtr.default")
 def aten_special_ndtr(self):
     """special_ndtr(Tensor self) -> Tensor"""
@@ -560,6 +684,18 @@ def aten_special_ndtr(self):
 def aten_special_ndtri(self):
     """special_ndtri(Tensor self) -> Tensor"""
     return _float_unary(jsp.ndtri, self)
+
+
+@aten("special_scaled_modified_bessel_k0.default")
+def aten_special_scaled_modified_bessel_k0(self):
+    """special_scaled_modified_bessel_k0(Tensor self) -> Tensor"""
+    return _float_unary(lambda x: _bessel_k(x, 0, scaled=True), self)
+
+
+@aten("special_scaled_modified_bessel_k1.default")
+def aten_special_scaled_modified_bessel_k1(self):
+    """special_scaled_modified_bessel_k1(Tensor self) -> Tensor"""
+    return _float_unary(lambda x: _bessel_k(x, 1, scaled=True), self)
 
 
 @aten("special_spherical_bessel_j0.default")
