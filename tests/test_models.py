@@ -29,6 +29,7 @@ MAIN_OUTPUT = {
 def converted(name: str):
     module, args, kwargs = MODELS[name]()
     model = jaxport.from_torch(module, args, kwargs)
+    model.strict = True  # every node's dtype must match torch.export's record, no silent casts
     with torch.no_grad():
         expected = module(*args, **kwargs)
     return module, args, kwargs, model, expected

@@ -17,7 +17,7 @@ import numpy as np
 from jax import lax
 
 from ..registry import aten
-from ._promotion import canonical, opmath_type, result_type
+from ._promotion import canonical, opmath_type, promote, result_type
 
 
 def _product(fn, *operands):
@@ -57,6 +57,39 @@ def _lu_pivots(pivots):
 
 def _info(shape):
     return jnp.zeros(shape, np.int32)
+
+
+def _hermitian(A, UPLO="L"):
+    """The Hermitian matrix LAPACK sees when it reads only the `UPLO` triangle of A."""
+    tri = jnp.tril(A) if UPLO.upper() == "L" else jnp.triu(A)
+    strict = jnp.tril(A, -1) if UPLO.upper() == "L" else jnp.triu(A, 1)
+    return tri + jnp.conj(jnp.swapaxes(strict, -1, -2))
+
+
+def _batch_broadcast(a, b):
+    """Broadcast the batch dims (all but the last two) of two matrices against each other."""
+    batch = jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return jnp.broadcast_to(a, batch + a.shape[-2:]), jnp.broadcast_to(b, batch + b.shape[-2:])
+
+
+def _matrix_norm(A, ord, axes, keepdim):
+    """PyTorch's matrix norms of A over `axes` (two dims)."""
+    r, c = (a % A.ndim for a in axes)
+    if ord == "fro":
+        out = jnp.sqrt(jnp.sum(jnp.abs(A) ** 2, axis=(r, c)))
+    elif ord in ("nuc", 2, -2):
+        s = jnp.linalg.svd(jnp.moveaxis(A, (r, c), (-2, -1)), compute_uv=False)
+        out = jnp.sum(s, axis=-1) if ord == "nuc" else (jnp.max if ord == 2 else jnp.min)(s, axis=-1)
+    elif ord in (1, -1, math.inf, -math.inf):
+        sum_axis, other = (r, c) if ord in (1, -1) else (c, r)
+        sums = jnp.sum(jnp.abs(A), axis=sum_axis, keepdims=True)
+        out = (jnp.max if ord > 0 else jnp.min)(sums, axis=other, keepdims=True)
+        out = jnp.squeeze(out, (r, c))
+    else:
+        raise ValueError(f"linalg.matrix_norm: unsupported ord {ord!r}")
+    if keepdim:
+        out = jnp.expand_dims(out, tuple(sorted((r, c))))
+    return out
 
 
 def _pnorm_dist(diff, p, axis=-1):
@@ -109,7 +142,7 @@ def aten__linalg_det(A):
 @aten("_linalg_eigh.default")
 def aten__linalg_eigh(A, UPLO="L", compute_v=True):
     """_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    values, vectors = jnp.linalg.eigh(A, UPLO=UPLO, symmetrize_input=False)
+    values, vectors = jnp.linalg.eigh(_hermitian(A, UPLO), symmetrize_input=False)
     if not compute_v:
         vectors = jnp.zeros((0,), A.dtype)
     return values, vectors
@@ -217,11 +250,10 @@ def aten_baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
     return _scaled_add(self, product, beta, alpha, dtype)
 
 
-@aten("bmm.default", "matmul.default", "mm.default", "mv.default")
-def aten_matmul(self, other):
-    """matmul(Tensor self, Tensor other) -> Tensor"""
-    out, dtype = _product(_matmul, self, other)
-    return out.astype(dtype)
+@aten("det.default", "linalg_det.default")
+def aten_det(A):
+    """linalg_det(Tensor A) -> Tensor"""
+    return jnp.linalg.det(A)
 
 
 @aten("dot.default", "vdot.default")
@@ -254,12 +286,61 @@ def aten_einsum(equation, tensors, *, path=None):
     return out.astype(dtype)
 
 
+@aten("linalg_cholesky.default")
+def aten_linalg_cholesky(self, *, upper=False):
+    """linalg_cholesky(Tensor self, *, bool upper=False) -> Tensor"""
+    return aten_linalg_cholesky_ex(self, upper=upper)[0]
+
+
 @aten("linalg_cholesky_ex.default")
 def aten_linalg_cholesky_ex(self, *, upper=False, check_errors=False):
     """linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)"""
     lower = jnp.linalg.cholesky(self, symmetrize_input=False)
     out = jnp.conj(jnp.swapaxes(lower, -1, -2)) if upper else lower
     return out, _info(self.shape[:-2])
+
+
+@aten("linalg_cond.default")
+def aten_linalg_cond(self, p=None):
+    """linalg_cond(Tensor self, Scalar? p=None) -> Tensor"""
+    if p is None or p in (2, -2):
+        s = jnp.linalg.svd(self, compute_uv=False)
+        big, small = jnp.max(s, axis=-1), jnp.min(s, axis=-1)
+        return small / big if p == -2 else big / small
+    inv = jnp.linalg.inv(self)
+    return _matrix_norm(self, p, (-2, -1), False) * _matrix_norm(inv, p, (-2, -1), False)
+
+
+@aten("linalg_cross.default")
+def aten_linalg_cross(self, other, *, dim=-1):
+    """linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor"""
+    shape = jnp.broadcast_shapes(self.shape, other.shape)
+    self, other = jnp.broadcast_to(self, shape), jnp.broadcast_to(other, shape.astype if False else shape)
+    return jnp.cross(self, other, axis=dim)
+
+
+@aten("linalg_eigh.default")
+def aten_linalg_eigh(self, UPLO="L"):
+    """linalg_eigh(Tensor self, str UPLO="L") -> (Tensor eigenvalues, Tensor eigenvectors)"""
+    return aten__linalg_eigh(self, UPLO)
+
+
+@aten("linalg_eigvalsh.default")
+def aten_linalg_eigvalsh(self, UPLO="L"):
+    """linalg_eigvalsh(Tensor self, str UPLO="L") -> Tensor"""
+    return jnp.linalg.eigvalsh(_hermitian(self, UPLO))
+
+
+@aten("linalg_householder_product.default")
+def aten_linalg_householder_product(input, tau):
+    """linalg_householder_product(Tensor input, Tensor tau) -> Tensor"""
+    return lax.linalg.householder_product(input, tau)
+
+
+@aten("linalg_inv.default")
+def aten_linalg_inv(A):
+    """linalg_inv(Tensor A) -> Tensor"""
+    return jnp.linalg.inv(A)
 
 
 @aten("linalg_inv_ex.default")
@@ -278,11 +359,98 @@ def aten_linalg_lstsq(self, b, rcond=None, *, driver=None):
     return solution, empty, jnp.zeros((0,), canonical(np.int64)), empty
 
 
+@aten("linalg_lu.default")
+def aten_linalg_lu(A, *, pivot=True):
+    """linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
+    return tuple(jsl.lu(A))
+
+
+@aten("linalg_lu_factor.default", "linalg_lu_factor_ex.default")
+def aten_linalg_lu_factor(A, *, pivot=True, check_errors=False):
+    """linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)"""
+    lu, pivots, _ = lax.linalg.lu(A)
+    return lu, _lu_pivots(pivots), _info(A.shape[:-2])
+
+
+@aten("linalg_lu_solve.default")
+def aten_linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    """linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor"""
+    # X A = B is A^T X^T = B^T: a right solve is a left solve of the transposed system.
+    if not left:
+        B = jnp.swapaxes(B, -1, -2)
+    trans = int(adjoint) ^ int(not left)
+    lu, rhs = _batch_broadcast(LU, B)
+    piv = jnp.broadcast_to(pivots - 1, lu.shape[:-2] + pivots.shape[-1:])
+    out = jsl.lu_solve((lu, piv), rhs, trans=trans)
+    return out if left else jnp.swapaxes(out, -1, -2)
+
+
+@aten("linalg_matrix_norm.default", "linalg_matrix_norm.str_ord")
+def aten_linalg_matrix_norm(self, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
+    """linalg_matrix_norm.str_ord(Tensor self, str ord="fro", int[] dim=[-2,-1], bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    out_dtype = np.dtype(dtype) if dtype is not None else np.dtype(self.dtype)
+    x = self.astype(opmath_type(out_dtype))
+    return _matrix_norm(x, ord, tuple(dim), keepdim).astype(out_dtype)
+
+
+@aten("linalg_matrix_power.default")
+def aten_linalg_matrix_power(self, n):
+    """linalg_matrix_power(Tensor self, int n) -> Tensor"""
+    return jnp.linalg.matrix_power(self, n)
+
+
+@aten("linalg_matrix_rank.atol_rtol_tensor", "linalg_matrix_rank.atol_rtol_float")
+def aten_linalg_matrix_rank(input, *, atol=None, rtol=None, hermitian=False):
+    """linalg_matrix_rank.atol_rtol_tensor(Tensor input, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor"""
+    if hermitian:
+        s = jnp.abs(jnp.linalg.eigvalsh(_hermitian(input)))
+    else:
+        s = jnp.linalg.svd(input, compute_uv=False)
+    smax = jnp.max(s, axis=-1, keepdims=True, initial=0.0)
+    if rtol is None:  # PyTorch: eps * max(m, n) when no atol is given, else 0
+        rtol = max(input.shape[-2:]) * np.finfo(s.dtype).eps if atol is None else 0.0
+    atol = jnp.zeros((), s.dtype) if atol is None else jnp.asarray(atol, s.dtype)
+    rtol = jnp.asarray(rtol, s.dtype)
+    cutoff = jnp.maximum(atol[..., None] if atol.ndim else atol, (rtol[..., None] if rtol.ndim else rtol) * smax)
+    return jnp.sum(s > cutoff, axis=-1, dtype=canonical(np.int64))
+
+
+@aten("linalg_multi_dot.default")
+def aten_linalg_multi_dot(tensors):
+    """linalg_multi_dot(Tensor[] tensors) -> Tensor"""
+    out, dtype = _product(lambda *ops, **kw: jnp.linalg.multi_dot(ops), *tensors)
+    return out.astype(dtype)
+
+
+@aten("linalg_norm.default", "linalg_norm.ord_str")
+def aten_linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
+    """linalg_norm(Tensor A, Scalar? ord=None, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    out_dtype = np.dtype(dtype) if dtype is not None else np.dtype(A.dtype)
+    x = A.astype(opmath_type(out_dtype))
+    if isinstance(ord, str) or (dim is not None and len(dim) == 2) or (dim is None and ord is not None and A.ndim == 2):
+        axes = tuple(dim) if dim is not None else (-2, -1)
+        return _matrix_norm(x, "fro" if ord is None else ord, axes, keepdim).astype(out_dtype)
+    if dim is None:
+        x, dim = (x.reshape(-1), None) if not keepdim else (x, None)
+    a = jnp.abs(x)
+    axes = tuple(range(x.ndim)) if dim is None else tuple(d % x.ndim for d in dim)
+    p = 2.0 if ord is None else float(ord)
+    if p == math.inf:
+        out = jnp.max(a, axis=axes, keepdims=keepdim)
+    elif p == -math.inf:
+        out = jnp.min(a, axis=axes, keepdims=keepdim)
+    elif p == 0:
+        out = jnp.sum((a != 0).astype(a.dtype), axis=axes, keepdims=keepdim)
+    else:
+        out = jnp.sum(a**p, axis=axes, keepdims=keepdim) ** (1.0 / p)
+    return out.astype(out_dtype)
+
+
 @aten("linalg_pinv.atol_rtol_tensor", "linalg_pinv.atol_rtol_float")
 def aten_linalg_pinv(self, *, atol=None, rtol=None, hermitian=False):
     """linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor"""
     if hermitian:
-        values, vectors = jnp.linalg.eigh(self)
+        values, vectors = jnp.linalg.eigh(_hermitian(self), symmetrize_input=False)
         s = jnp.abs(values)
     else:
         u, s, vh = jnp.linalg.svd(self, full_matrices=False)
@@ -308,6 +476,67 @@ def aten_linalg_qr(A, mode="reduced"):
     return tuple(jnp.linalg.qr(A, mode=mode))
 
 
+@aten("linalg_slogdet.default")
+def aten_linalg_slogdet(A):
+    """linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet)"""
+    return tuple(jnp.linalg.slogdet(A))
+
+
+@aten("linalg_solve.default")
+def aten_linalg_solve(A, B, *, left=True):
+    """linalg_solve(Tensor A, Tensor B, *, bool left=True) -> Tensor"""
+    return aten__linalg_solve_ex(A, B, left=left)[0]
+
+
+@aten("linalg_solve_ex.default")
+def aten_linalg_solve_ex(A, B, *, left=True, check_errors=False):
+    """linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor info)"""
+    result, _, _, info = aten__linalg_solve_ex(A, B, left=left)
+    return result, info
+
+
+@aten("linalg_solve_triangular.default")
+def aten_linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
+    """linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor"""
+    a, b = _batch_broadcast(self, B)
+    if left:
+        return jsl.solve_triangular(a, b, lower=not upper, unit_diagonal=unitriangular)
+    out = jsl.solve_triangular(a, jnp.swapaxes(b, -1, -2), trans=1, lower=not upper, unit_diagonal=unitriangular)
+    return jnp.swapaxes(out, -1, -2)
+
+
+@aten("linalg_svd.default")
+def aten_linalg_svd(A, full_matrices=True, *, driver=None):
+    """linalg_svd(Tensor A, bool full_matrices=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)"""
+    return aten__linalg_svd(A, full_matrices)
+
+
+@aten("linalg_svdvals.default")
+def aten_linalg_svdvals(A, *, driver=None):
+    """linalg_svdvals(Tensor A, *, str? driver=None) -> Tensor"""
+    return jnp.linalg.svd(A, compute_uv=False)
+
+
+@aten("linalg_tensorinv.default")
+def aten_linalg_tensorinv(self, ind=2):
+    """linalg_tensorinv(Tensor self, int ind=2) -> Tensor"""
+    return jnp.linalg.tensorinv(self, ind=ind)
+
+
+@aten("linalg_tensorsolve.default")
+def aten_linalg_tensorsolve(self, other, dims=None):
+    """linalg_tensorsolve(Tensor self, Tensor other, int[]? dims=None) -> Tensor"""
+    return jnp.linalg.tensorsolve(self, other, axes=None if dims is None else tuple(dims))
+
+
+@aten("linalg_vecdot.default")
+def aten_linalg_vecdot(x, y, *, dim=-1):
+    """linalg_vecdot(Tensor x, Tensor y, *, int dim=-1) -> Tensor"""
+    x, y = promote(x, y)
+    compute = opmath_type(x.dtype)
+    return jnp.sum(jnp.conj(x.astype(compute)) * y.astype(compute), axis=dim).astype(x.dtype)
+
+
 @aten("linear.default")
 def aten_linear(input, weight, bias=None):
     """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"""
@@ -318,6 +547,20 @@ def aten_linear(input, weight, bias=None):
     )
     if bias is not None:
         out = out + bias.astype(out.dtype)
+    return out.astype(dtype)
+
+
+@aten("logdet.default")
+def aten_logdet(self):
+    """logdet(Tensor self) -> Tensor"""
+    sign, logabsdet = jnp.linalg.slogdet(self)
+    return jnp.where(sign < 0, jnp.nan, jnp.where(sign == 0, -jnp.inf, logabsdet)).astype(logabsdet.dtype)
+
+
+@aten("bmm.default", "matmul.default", "mm.default", "mv.default")
+def aten_matmul(self, other):
+    """matmul(Tensor self, Tensor other) -> Tensor"""
+    out, dtype = _product(_matmul, self, other)
     return out.astype(dtype)
 
 

@@ -36,11 +36,12 @@ def _pool_geometry(size, k, s, p, d, ceil_mode):
 
 
 def _lowest(dtype):
+    # A NumPy (concrete) init value lets lax.reduce_window pick its max monoid, which has a VJP.
     if jnp.issubdtype(dtype, jnp.floating):
-        return jnp.array(-jnp.inf, dtype)
+        return np.array(-np.inf, dtype)
     if dtype == jnp.bool_:
-        return jnp.array(False)
-    return jnp.array(jnp.iinfo(dtype).min, dtype)
+        return np.array(False)
+    return np.array(jnp.iinfo(dtype).min, dtype)
 
 
 def _windows(x, index_lists):
