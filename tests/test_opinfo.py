@@ -14,7 +14,7 @@ import torch
 
 from tests.conftest import OPINFO_RESULTS
 from tests.opinfo import harness
-from tests.opinfo.expected_failures import EXPECTED_FAILURES
+from tests.opinfo.expected_failures import expected_failure
 
 #: The smoke level (CI): per conversion path, these dtypes and at most this many samples each.
 #: The core path re-decomposes every sample with run_decompositions (~0.2 s each), so it is lighter.
@@ -40,11 +40,6 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("opinfo_case", list(_cases(level)))
 
 
-def expected_failure(op, dtype) -> str | None:
-    name = harness.opinfo_id(op)
-    return EXPECTED_FAILURES.get(f"{name}:{dtype}") or EXPECTED_FAILURES.get(name)
-
-
 @pytest.mark.usefixtures("x64_strict")
 def test_opinfo(opinfo_case, request):
     op, dtype, path = opinfo_case
@@ -61,7 +56,7 @@ def test_opinfo(opinfo_case, request):
         })
         if outcome.status in ("failed", "unconvertible"):
             failures.append(f"sample {i}: {outcome.detail}")
-    reason = expected_failure(op, dtype)
+    reason = expected_failure(harness.opinfo_id(op), str(dtype), path)
     if reason and failures:
         pytest.xfail(reason)
     if reason and not failures:

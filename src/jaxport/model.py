@@ -94,7 +94,7 @@ class JaxModel:
         return outputs
 
     def apply_with_updates(self, params: Mapping[str, Any], *args, **kwargs) -> tuple[Any, dict]:
-        """Like `apply`, also returning `{buffer name: new value}` for buffers the model mutates."""
+        """Like `apply`, also returning `{name: new value}` for the buffers (and inputs) the model mutates."""
         leaves = self._flatten_inputs(args, kwargs)
         inputs = []
         for x, spec in zip(leaves, self.program.user_inputs):

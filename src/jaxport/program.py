@@ -77,6 +77,7 @@ class Program:
     nodes: list[Node]
     outputs: list[Any]  # Ref or constant Python value, flat
     buffer_updates: dict[str, Ref] = field(default_factory=dict)  # state_dict name -> new value
+    input_updates: dict[str, Ref] = field(default_factory=dict)  # user input name -> new value
 
     def ops(self) -> dict[str, int]:
         """Histogram of the ops this program uses."""
@@ -149,7 +150,7 @@ def interpret(
     rng: jax.Array | None = None,
     lookup: Callable[[str], Callable | None] = registry.lookup,
 ) -> tuple[list[Any], dict[str, Any]]:
-    """Run `program`; returns (flat outputs, {buffer name: updated value}).
+    """Run `program`; returns (flat outputs, {buffer or input name: updated value}).
 
     `rng` is the `jax.random` key that random ops draw from (each node folds in
     its own index); without one they use key 0, so results are reproducible.
@@ -187,5 +188,6 @@ def interpret(
             raise LoweringError(f"{node.op} failed ({node.where()}): {type(e).__name__}: {e}") from e
         env[node.name] = _conform(out, node.expected, node, strict)
     outputs = [_resolve(o, env) for o in program.outputs]
-    updates = {name: env[ref.name] for name, ref in program.buffer_updates.items()}
+    updates = {name: _resolve(ref, env) for name, ref in program.buffer_updates.items()}
+    updates.update({name: _resolve(ref, env) for name, ref in program.input_updates.items()})
     return outputs, updates

@@ -41,6 +41,14 @@ TOLERANCES = {
     torch.float64: (1e-7, 1e-7),
 }
 
+#: Looser (rtol, atol) for some (op, dtype), each with its reason; keyed like TOLERANCES.
+TOLERANCE_OVERRIDES = {
+    ("nn.functional.conv2d", torch.float32): (
+        (1e-5, 3e-5),
+        "large depthwise sums: float32 accumulation order differs (both ~1.3e-5 from float64)",
+    ),
+}
+
 #: Ops whose outputs are random or uninitialised: only shapes and dtypes are compared.
 UNCHECKED_VALUES = {
     "bernoulli": "random",
@@ -100,7 +108,7 @@ def _flat_outputs(out):
     return leaves
 
 
-def _compare(actual, expected, dtype, values: bool) -> str:
+def _compare(actual, expected, dtype, values: bool, tolerance=None) -> str:
     """An empty string when `actual` (jax) matches `expected` (torch), else why not."""
     if len(actual) != len(expected):
         return f"{len(actual)} outputs, expected {len(expected)}"
@@ -121,7 +129,7 @@ def _compare(actual, expected, dtype, values: bool) -> str:
         if not values:
             continue
         got = tu.to_torch(np.array(a))
-        rtol, atol = TOLERANCES.get(e.dtype, (0, 0))
+        rtol, atol = tolerance or TOLERANCES.get(e.dtype, (0, 0))
         try:
             torch.testing.assert_close(
                 got, e.detach().cpu().resolve_conj().resolve_neg(), rtol=rtol, atol=atol,
@@ -173,7 +181,8 @@ def run_sample(op, sample, dtype, *, decompose: str = "auto") -> Outcome:
             actual = _flat_outputs(fn(model.params, *inputs))
         except Exception as e:
             return Outcome("failed", f"{mode}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}", ops)
-        why = _compare(actual, expected, dtype, values)
+        override = TOLERANCE_OVERRIDES.get((opinfo_id(op), dtype))
+        why = _compare(actual, expected, dtype, values, override[0] if override else None)
         if why:
             return Outcome("failed", f"{mode}: {why}", ops)
     return Outcome("passed", "", ops)

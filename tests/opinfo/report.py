@@ -12,7 +12,7 @@ import glob
 import json
 import sys
 
-from tests.opinfo.expected_failures import EXPECTED_FAILURES
+from tests.opinfo.expected_failures import expected_failure
 
 
 def core_aten_ops() -> list[str]:
@@ -30,13 +30,9 @@ def core_aten_ops() -> list[str]:
     return sorted(names)
 
 
-def _reason(op: str, dtype: str) -> str | None:
-    return EXPECTED_FAILURES.get(f"{op}:{dtype}") or EXPECTED_FAILURES.get(op)
-
-
 def classify(row: dict) -> str:
     if row["status"] in ("failed", "unconvertible"):
-        return "expected failure" if _reason(row["op"], row["dtype"]) else "failed"
+        return "expected failure" if expected_failure(row["op"], row["dtype"], row["path"]) else "failed"
     return row["status"]
 
 
@@ -101,7 +97,7 @@ def summarize(rows: list[dict]) -> str:
         (r["op"], r["dtype"], r["path"]) for r in rows if classify(r) == "expected failure"
     )
     for (op, dtype, path), n in sorted(grouped.items()):
-        out.append(f"| {op} | {dtype[6:]} | {path} | {n} | {_reason(op, dtype)} |")
+        out.append(f"| {op} | {dtype[6:]} | {path} | {n} | {expected_failure(op, dtype, path)} |")
     out.append("")
     failures = [r for r in rows if classify(r) == "failed"]
     out.append("## Unexpected failures")

@@ -13,6 +13,7 @@ import dataclasses
 import operator
 import os
 import re
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -349,19 +350,27 @@ def to_program(ep: ExportedProgram) -> tuple[Program, StateInfo]:
     graph_outputs = translator.graph(ep.graph)
     outputs: list[Any] = []
     buffer_updates: dict[str, Ref] = {}
+    input_updates: dict[str, Ref] = {}
     for value, spec in zip(graph_outputs, sig.output_specs):
         if spec.kind == OutputKind.BUFFER_MUTATION:
             buffer_updates[spec.target] = value
         elif spec.kind == OutputKind.USER_OUTPUT:
             outputs.append(value)
+        elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+            input_updates[spec.target] = value
         elif spec.kind == OutputKind.TOKEN:
             continue
         else:
-            raise ExportError(
-                f"jaxport does not support models that {spec.kind.name.lower().replace('_', ' ')} "
-                f"({spec.target}); a pure JAX function cannot change its inputs"
-            )
-    program = Program(state_inputs, constants, user_inputs, translator.nodes, outputs, buffer_updates)
+            raise ExportError(f"jaxport does not support {spec.kind.name} outputs ({spec.target})")
+    if input_updates:
+        warnings.warn(
+            f"the model writes to its input(s) {', '.join(input_updates)} in place; JAX arrays are "
+            "immutable, so apply() leaves them unchanged and apply_with_updates() returns the new values",
+            stacklevel=4,
+        )
+    program = Program(
+        state_inputs, constants, user_inputs, translator.nodes, outputs, buffer_updates, input_updates
+    )
     return program, StateInfo(state, parameters, buffers, tied)
 
 

@@ -74,6 +74,7 @@ def _load_libraries() -> None:
     # Importing the op modules fills the tables; done lazily so `registry` itself has no cycle.
     global _loaded
     if not _loaded:
-        _loaded = True
         from . import aten as _aten  # noqa: F401
         from . import python_builtins as _python  # noqa: F401
+
+        _loaded = True

@@ -1,3 +1,28 @@
 """Expected OpInfo failures owned by the nn family: {"opinfo_id" or "opinfo_id:torch.dtype": reason}."""
 
-EXPECTED_FAILURES: dict[str, str] = {}
+EXPECTED_FAILURES: dict[str, str] = {
+    "nn.functional.conv_transpose2d:torch.bfloat16": (
+        "PyTorch's CPU transposed convolution accumulates (col2im) in the reduced dtype; "
+        "jaxport accumulates in float32 and is several times closer to the float64 result"
+    ),
+    "nn.functional.conv_transpose2d:torch.float16": (
+        "PyTorch's CPU transposed convolution accumulates (col2im) in the reduced dtype; "
+        "jaxport accumulates in float32 and is several times closer to the float64 result"
+    ),
+    "nn.functional.interpolate.bicubic:torch.bfloat16": (
+        "PyTorch's CPU bicubic kernel rounds intermediate sums to bfloat16; a few elements differ by 1-2 ulp"
+    ),
+    "nn.functional.interpolate.bicubic:torch.float16": (
+        "PyTorch's CPU bicubic kernel rounds intermediate sums to float16; a few elements differ by 1-2 ulp"
+    ),
+    "nn.functional.interpolate.bicubic:torch.uint8": (
+        "PyTorch's uint8 resize uses separable fixed-point (int16) weights with intermediate "
+        "uint8 storage; not reproduced bit-exactly"
+    ),
+    "nn.functional.interpolate.bilinear:torch.uint8": (
+        "PyTorch's uint8 resize uses fixed-point (int16) weights; results differ by +-1"
+    ),
+    "nn.functional.upsample_bilinear:torch.uint8": (
+        "PyTorch's uint8 resize uses fixed-point (int16) weights; results differ by +-1"
+    ),
+}

@@ -57,7 +57,9 @@ def _promote(a, b):
         return b
     if b is None:
         return a
-    return np.dtype(jnp.promote_types(a, b))
+    # An explicit promotion: allowed even under jax_numpy_dtype_promotion="strict".
+    with jax.numpy_dtype_promotion("standard"):
+        return np.dtype(jnp.promote_types(a, b))
 
 
 def _to_complex(dtype) -> np.dtype:

@@ -526,7 +526,11 @@ def aten_linalg_tensorinv(self, ind=2):
 @aten("linalg_tensorsolve.default")
 def aten_linalg_tensorsolve(self, other, dims=None):
     """linalg_tensorsolve(Tensor self, Tensor other, int[]? dims=None) -> Tensor"""
-    return jnp.linalg.tensorsolve(self, other, axes=None if dims is None else tuple(dims))
+    if dims is not None:
+        self = jnp.moveaxis(self, tuple(dims), tuple(range(self.ndim - len(dims), self.ndim)))
+    out_shape = self.shape[other.ndim:]
+    n = math.prod(out_shape)
+    return jnp.linalg.solve(self.reshape(-1, n), other.reshape(-1)).reshape(out_shape)
 
 
 @aten("linalg_vecdot.default")

@@ -40,6 +40,9 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     compute = opmath_type(input.dtype)
     x = input.astype(compute)
     stat_dtype = _stat_dtype(input, weight, bias, running_mean, running_var)
+    if input.size == 0:  # PyTorch returns the empty input and leaves the statistics alone
+        empty = jnp.zeros((0,), stat_dtype)
+        return input, empty, empty, running_mean, running_var
     axes = (0,) + tuple(range(2, input.ndim))
     new_mean, new_var = running_mean, running_var
     if training:

@@ -266,6 +266,12 @@ def aten_kthvalue(self, k, dim=-1, keepdim=False):
     return _on_axis(kth, self, dim, keepdim)
 
 
+@aten("linalg_vector_norm.default")
+def aten_linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    return _vector_norm(self, ord, dim, keepdim, dtype)
+
+
 @aten("log_softmax.int")
 def aten_log_softmax(self, dim, dtype=None):
     """log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
@@ -282,12 +288,6 @@ def aten_logsumexp(self, dim, keepdim=False):
     if math.prod(self.shape[a] for a in axes) == 0:
         return jnp.full(jnp.sum(x, axis=axes, keepdims=keepdim).shape, -jnp.inf, out_dtype)
     return jax.nn.logsumexp(x, axis=axes, keepdims=keepdim).astype(out_dtype)
-
-
-@aten("linalg_vector_norm.default")
-def aten_linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
-    """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    return _vector_norm(self, ord, dim, keepdim, dtype)
 
 
 @aten("max.default")

@@ -109,7 +109,8 @@ def _cubic_taps(in_size, out_size, align_corners, scale, ftype):
 def _resample(input, nd, taps_for_dim):
     """Apply per-dim (indices[out, taps], weights[out, taps] or None) along the last `nd` dims."""
     x = input
-    compute = opmath_type(input.dtype)
+    integral = not jnp.issubdtype(input.dtype, jnp.floating)
+    compute = np.dtype(np.float32) if integral else opmath_type(input.dtype)
     weighted = False
     for i in range(nd):
         axis = input.ndim - nd + i
@@ -124,7 +125,12 @@ def _resample(input, nd, taps_for_dim):
         shape = [1] * g.ndim
         shape[axis], shape[axis + 1] = w.shape
         x = jnp.sum(g * jnp.asarray(w.reshape(shape), compute), axis=axis + 1)
-    return x.astype(input.dtype) if weighted else x
+    if not weighted:
+        return x
+    if integral:
+        info = jnp.iinfo(input.dtype)
+        x = jnp.clip(jnp.round(x), info.min, info.max)
+    return x.astype(input.dtype)
 
 
 def _upsample_nearest(input, nd, output_size, scales, exact):
@@ -205,8 +211,9 @@ def _gather_taps(x, coords, sizes):
 
 
 def _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners):
-    compute = opmath_type(input.dtype)
-    x, grid = input.astype(compute), grid.astype(compute)
+    # PyTorch's CPU fallback for float16/bfloat16 grid sampling computes in that dtype.
+    compute = input.dtype
+    x, grid = input, grid.astype(compute)
     nd = input.ndim - 2
     sizes = input.shape[2:]
     # grid's last dim is (x, y[, z]): reversed relative to the spatial dims (…, H, W).
