@@ -18,7 +18,6 @@ from ._promotion import (
     canonical,
     category,
     float_type,
-    is_scalar,
     opmath_type,
     promote,
     result_type,
