@@ -73,14 +73,14 @@ def lowerable(ep: ExportedProgram, *, decompose: str = "auto") -> ExportedProgra
         return ep.run_decompositions()
     if decompose == "none":
         return ep
-    missing = {u.op for u in _missing_in_graph(ep)}
-    if not missing:
+    best_missing = _missing_in_graph(ep)
+    if not best_missing:
         return ep
+    missing = {u.op for u in best_missing}
     table = {
         op: fn for op, fn in torch.export.default_decompositions().items() if str(op) in missing
     }
     attempts = [lambda: ep.run_decompositions(table), lambda: ep.run_decompositions()]
-    best_missing = _missing_in_graph(ep)
     for attempt in attempts:
         try:
             candidate = attempt()
@@ -97,8 +97,6 @@ def lowerable(ep: ExportedProgram, *, decompose: str = "auto") -> ExportedProgra
 # -- node metadata -------------------------------------------------------------------------------
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n\s*(?P<code>[^\n]*)')
-
-
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
@@ -225,6 +223,9 @@ class _Translator:
         if isinstance(target, torch._ops.HigherOrderOperator) and hop in _INLINED_HOPS:
             self.inline(node, _INLINED_HOPS[hop], prefix)
             return
+        if isinstance(target, torch._ops.HigherOrderOperator) and hop == "with_effects":
+            self.effectful(node, prefix)
+            return
         if target is operator.getitem and node.args[0].name in self.hop_outputs:
             self.rename[node.name] = self.hop_outputs[node.args[0].name][node.args[1]]
             return
@@ -252,6 +253,34 @@ class _Translator:
         if written is not None:
             self.rename[written.name] = Ref(name)
 
+    def effectful(self, node: torch.fx.Node, prefix: str) -> None:
+        """`with_effects(token, op, *args)` orders side effects; in a pure program it is just `op`."""
+        _token, inner, *args = node.args
+        name = prefix + node.name
+        val = node.meta.get("val")
+        self.nodes.append(
+            Node(
+                name=name,
+                op=op_name(inner),
+                args=tuple(self.arg(a) for a in args),
+                kwargs={k: self.arg(v) for k, v in node.kwargs.items() if k not in _PLACEMENT_KWARGS},
+                expected=_spec(val[1] if isinstance(val, (tuple, list)) and len(val) == 2 else None),
+                module_path=_module_path(node),
+                source=_source(node),
+            )
+        )
+        returns = len(inner._schema.returns)
+        if returns <= 1:
+            self.hop_outputs[node.name] = [None, Ref(name)][: returns + 1]
+        else:
+            self.hop_outputs[node.name] = [None] + [
+                self._getitem(f"{name}_{i}", Ref(name), i) for i in range(returns)
+            ]
+
+    def _getitem(self, name: str, value: Ref, index: int) -> Ref:
+        self.nodes.append(Node(name=name, op="operator.getitem", args=(value, index)))
+        return Ref(name)
+
     def inline(self, node: torch.fx.Node, body_index: int, prefix: str) -> None:
         body = getattr(self.graph_module, node.args[body_index].target)
         inner = f"{prefix}{node.name}_"
@@ -272,9 +301,14 @@ def _missing_in_graph(ep: ExportedProgram) -> list[OpUse]:
     names = registry.registered_names()
     uses = []
     for n in ep.graph.nodes:
-        if n.op != "call_function" or isinstance(n.target, torch._ops.HigherOrderOperator):
+        if n.op != "call_function":
             continue
-        name = op_name(n.target)
+        if isinstance(n.target, torch._ops.HigherOrderOperator):
+            if getattr(n.target, "__name__", "") != "with_effects":
+                continue
+            name = op_name(n.args[1])
+        else:
+            name = op_name(n.target)
         if _functional_variant(n.target) is not None:
             if not _rebindable(n):
                 uses.append(OpUse(f"{name} (in-place write through a view)", n.name, _module_path(n), _source(n)))

@@ -136,11 +136,12 @@ def canonical_dim(dim: int, ndim: int) -> int:
 
 
 def fill_value(value, dtype):
-    """A fill value (Python scalar or 0-d array) as `dtype`; integers clip to the dtype's range.
+    """A fill value (Python scalar or 0-d array) as `dtype`, converted as PyTorch converts it.
 
-    PyTorch fills with int64 values such as `torch.iinfo(torch.int64).min`
-    (attention masks); with JAX's x64 mode off the dtype is int32, so the value
-    saturates at int32's minimum rather than wrapping or overflowing.
+    Integers below 32 bits wrap (PyTorch fills uint8 with -1 as 255). Models
+    fill int64 tensors with values such as `torch.iinfo(torch.int64).min`
+    (attention masks); with JAX's x64 mode off the dtype is int32, so values
+    beyond 32-bit dtypes saturate at the dtype's limit rather than wrapping.
     """
     dtype = np.dtype(dtype)
     if not isinstance(value, (bool, int, float, np.generic)):
@@ -153,5 +154,7 @@ def fill_value(value, dtype):
             if value != value:  # NaN
                 return dtype.type(0)
             value = info.max if value >= info.max else info.min if value <= info.min else int(value)
+        if dtype.itemsize < 4:
+            return np.asarray(int(value), np.int64).astype(dtype)
         return dtype.type(min(max(int(value), int(info.min)), int(info.max)))
     return np.asarray(value).astype(dtype)

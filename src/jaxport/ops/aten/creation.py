@@ -67,11 +67,15 @@ def aten_arange(start, end=None, step=1, *, dtype=None):
     """arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
     if end is None:
         start, end = 0, start
-    if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, end, step)):
-        length = max(0, -((int(start) - int(end)) // int(step)))
-        values = int(start) + int(step) * np.arange(length, dtype=np.int64)
+    dtype = np.dtype(dtype)
+    if dtype == np.int64:  # PyTorch sizes int64 ranges with the bounds truncated to integers
+        start, end, step = int(start), int(end), int(step)
+        length = max(0, -((start - end) // step))
     else:
         length = max(0, math.ceil((float(end) - float(start)) / float(step)))
+    if jnp.issubdtype(dtype, jnp.integer):  # values accumulate in int64, then wrap to the dtype
+        values = int(start) + int(step) * np.arange(length, dtype=np.int64)
+    else:
         values = float(start) + float(step) * np.arange(length, dtype=np.float64)
     return _constant(values, dtype)
 
@@ -94,6 +98,13 @@ def aten_bernoulli_tensor(self, p, *, generator=None, key):
     """bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor"""
     u = jax.random.uniform(key, self.shape, np.float32)
     return (u < jnp.broadcast_to(p, self.shape).astype(np.float32)).astype(self.dtype)
+
+
+@aten("cauchy.default", random=True)
+def aten_cauchy(self, median=0.0, sigma=1.0, *, generator=None, key):
+    """cauchy(Tensor self, float median=0., float sigma=1., *, Generator? generator=None) -> Tensor"""
+    compute = opmath_type(self.dtype)
+    return (median + sigma * jax.random.cauchy(key, self.shape, compute)).astype(self.dtype)
 
 
 @aten("copy.default")
@@ -134,6 +145,13 @@ def aten_empty_strided(size, stride, *, dtype=None):
     return jnp.zeros(tuple(size), _float_dtype(dtype))
 
 
+@aten("exponential.default", random=True)
+def aten_exponential(self, lambd=1.0, *, generator=None, key):
+    """exponential(Tensor self, float lambd=1., *, Generator? generator=None) -> Tensor"""
+    compute = opmath_type(self.dtype)
+    return (jax.random.exponential(key, self.shape, compute) / lambd).astype(self.dtype)
+
+
 @aten("eye.default", "eye.m")
 def aten_eye(n, m=None, *, dtype=None):
     """eye.m(SymInt n, SymInt m, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
@@ -158,6 +176,12 @@ def aten_full_like(self, fill_value, *, dtype=None, memory_format=None):
     return _full(self.shape, fill_value, dtype or self.dtype)
 
 
+@aten("geometric.default", random=True)
+def aten_geometric(self, p, *, generator=None, key):
+    """geometric(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
+    return jax.random.geometric(key, p, self.shape).astype(self.dtype)
+
+
 @aten("lift_fresh_copy.default")
 def aten_lift_fresh_copy(self):
     """lift_fresh_copy(Tensor self) -> Tensor"""
@@ -177,6 +201,13 @@ def _linspace(start, end, steps):
         return np.full(steps, float(start))
     step = (float(end) - float(start)) / (steps - 1)
     return np.where(i < steps // 2, float(start) + step * i, float(end) - step * (steps - 1 - i))
+
+
+@aten("log_normal.default", random=True)
+def aten_log_normal(self, mean=1.0, std=2.0, *, generator=None, key):
+    """log_normal(Tensor self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor"""
+    compute = opmath_type(self.dtype)
+    return jnp.exp(mean + std * jax.random.normal(key, self.shape, compute)).astype(self.dtype)
 
 
 @aten("logspace.default")

@@ -68,7 +68,9 @@ def _scatter_reduce(self, dim, index, src, reduce, include_self=True):
     how = _REDUCE[reduce]
     if not include_self:  # scattered-to positions start from the reduction's identity
         dtype = self.dtype
-        if how == "max":
+        if dtype == np.bool_:
+            identity = how == "min" or how == "multiply"
+        elif how == "max":
             identity = -np.inf if jnp.issubdtype(dtype, jnp.floating) else jnp.iinfo(dtype).min
         elif how == "min":
             identity = np.inf if jnp.issubdtype(dtype, jnp.floating) else jnp.iinfo(dtype).max
@@ -258,9 +260,11 @@ def aten_embedding_renorm(self, indices, max_norm, norm_type):
     """embedding_renorm(Tensor self, Tensor indices, float max_norm, float norm_type) -> Tensor"""
     compute = opmath_type(self.dtype)
     rows = self.astype(compute)
-    norm = jnp.linalg.norm(rows, ord=norm_type, axis=1)
+    # PyTorch rounds the row norm and the scale to the weight's dtype (float16 stays float16).
+    norm = jnp.linalg.norm(rows, ord=norm_type, axis=1).astype(self.dtype).astype(compute)
     used = jnp.zeros(self.shape[0], np.bool_).at[indices.reshape(-1)].set(True)
-    scale = jnp.where(used & (norm > max_norm), max_norm / (norm + 1e-7), 1)
+    scale = (max_norm / (norm + 1e-7)).astype(self.dtype).astype(compute)
+    scale = jnp.where(used & (norm > max_norm), scale, 1)
     return (rows * scale[:, None]).astype(self.dtype)
 
 
@@ -482,7 +486,7 @@ def aten_unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=
     return values, inverse.reshape(-1).astype(_int64()), counts.astype(_int64())
 
 
-@aten("where.default")
+@aten("where.default", "nonzero_numpy.default")
 def aten_where(condition):
     """where(Tensor condition) -> Tensor[]"""
     return [i.astype(_int64()) for i in jnp.nonzero(_at_least_1d(condition))]

@@ -270,17 +270,22 @@ def aten_dot(self, tensor):
 def aten_einsum(equation, tensors, *, path=None):
     """einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor"""
     dtype = result_type(*tensors)
-    if len(tensors) == 1:  # a pure reduction: sum in opmath, as PyTorch does
-        out = jnp.einsum(equation, tensors[0].astype(opmath_type(dtype)))
+    if opmath_type(dtype) != dtype or len(tensors) == 1:
+        # 16-bit floats and pure reductions are computed in opmath (float32 accumulation)
+        out = jnp.einsum(equation, *[t.astype(opmath_type(dtype)) for t in tensors])
     else:
         out, dtype = _product(lambda *ops, **kw: jnp.einsum(equation, *ops, **kw), *tensors)
     if dtype == np.bool_ or jnp.issubdtype(dtype, jnp.integer):
         # PyTorch sums away a label found in one operand only with `sum`, which widens to int64.
         inputs, _, output = equation.replace(" ", "").partition("->")
         terms = inputs.split(",")
+
         def summed_early(i):
             others = set(output) | {c for j, t in enumerate(terms) if j != i for c in t}
+            if "..." in terms[i] and "..." not in output:
+                return True
             return any(c.isalpha() and c not in others for c in terms[i])
+
         if "->" in equation and all(summed_early(i) for i in range(len(terms))):
             dtype = canonical(np.int64)
     return out.astype(dtype)

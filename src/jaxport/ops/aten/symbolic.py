@@ -16,6 +16,13 @@ def aten__assert_scalar(self, assert_msg):
     return None
 
 
+@aten("_linalg_check_errors.default")
+def aten__linalg_check_errors(info, api_name, *, is_matrix):
+    """_linalg_check_errors(Tensor info, str api_name, *, bool is_matrix) -> ()"""
+    # PyTorch raises on singular inputs here; JAX returns inf/nan instead, as it does everywhere.
+    return None
+
+
 @aten("_assert_tensor_metadata.default")
 def aten__assert_tensor_metadata(a, size=None, stride=None, dtype=None, *, device=None, layout=None):
     """_assert_tensor_metadata(Tensor a, SymInt[]? size=None, SymInt[]? stride=None, ScalarType? dtype=None, *, Device? device=None, Layout? layout=None) -> ()"""
