@@ -59,6 +59,6 @@ def test_opinfo(opinfo_case, request):
     reason = expected_failure(harness.opinfo_id(op), str(dtype), path)
     if reason and failures:
         pytest.xfail(reason)
-    if reason and not failures:
+    if reason and not failures and level == "full":  # the smoke level runs only some samples
         pytest.fail(f"listed as an expected failure ({reason}) but every sample passes: remove the entry")
     assert not failures, "\n".join(failures[:5])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import jax.numpy as jnp
+
 from .registry import python
 
 
@@ -100,6 +102,13 @@ def py_sqrt(a):
 @python("torch.sym_float")
 def py_sym_float(a):
     return float(a)
+
+
+@python("torch.sym_ite")
+def py_sym_ite(b, t, f):
+    if isinstance(b, bool):
+        return t if b else f
+    return jnp.where(b, t, f)  # a traced condition (from .item() under jit)
 
 
 @python("torch.sym_int")
