@@ -14,9 +14,10 @@ from .program import Input, Program, interpret
 
 
 def _as_jax(x, what: str):
-    if isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+    """Torch tensors and NumPy arrays become JAX arrays; Python scalars stay as they are."""
+    if isinstance(x, jax.Array):
         return x
-    if isinstance(x, np.ndarray) or np.isscalar(x):
+    if isinstance(x, np.ndarray):
         return jnp.asarray(x)
     if type(x).__module__.startswith("torch"):
         from ._torch_utils import to_jax
