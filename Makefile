@@ -23,7 +23,8 @@ test: setup
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m pytest -q -n 2
 
-# Every OpInfo sample on both conversion paths; regenerates docs/opinfo.md (about an hour here).
+# The full OpInfo run (all samples and dtypes on the auto path, float32 on the core path);
+# regenerates docs/opinfo.md. Takes tens of minutes on two cores.
 opinfo-report: setup
 	rm -f build/opinfo.json*; JAXPORT_OPINFO_PATHS=auto,core $(PY) -m pytest -q -n 2 -p no:cacheprovider tests/test_opinfo.py \
 		--opinfo=full --opinfo-report=build/opinfo.json || true
