@@ -22,7 +22,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import platform  # noqa: E402
-import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
@@ -35,19 +34,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tests.models.zoo import MODELS  # noqa: E402
 
 import jaxport  # noqa: E402
+from jaxport.demo import median_seconds  # noqa: E402
 
 torch.set_num_threads(1)
 warnings.filterwarnings("ignore")
-
-
-def median_seconds(fn, runs: int) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def bench(name: str, runs: int) -> dict:

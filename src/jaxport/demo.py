@@ -18,8 +18,9 @@ SENTENCES = [
 ]
 
 
-def _median_seconds(fn, runs: int = 20) -> float:
-    fn()  # warm-up (and compile, for JAX)
+def median_seconds(fn, runs: int = 20) -> float:
+    """Median wall time of `runs` calls of `fn` after one warm-up call (which compiles, for JAX)."""
+    fn()
     times = []
     for _ in range(runs):
         start = time.perf_counter()
@@ -76,8 +77,8 @@ def main() -> int:
     print(f"max abs error vs PyTorch (last_hidden_state): {err:.2e}")
 
     with torch.no_grad():
-        torch_s = _median_seconds(lambda: model(**batch))
-    jax_s = _median_seconds(lambda: jax.block_until_ready(converted(**inputs)))
+        torch_s = median_seconds(lambda: model(**batch))
+    jax_s = median_seconds(lambda: jax.block_until_ready(converted(**inputs)))
     print(f"steady-state latency (median of 20): PyTorch eager {torch_s * 1e3:.2f} ms, "
           f"jaxport {jax_s * 1e3:.2f} ms ({jax_s / torch_s:.2f}x)")
 

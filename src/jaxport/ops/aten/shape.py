@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -133,12 +132,6 @@ def _diag_indices(rows: int, cols: int, offset: int):
     return r, c
 
 
-def _common_dtype(tensors) -> np.dtype:
-    """PyTorch's result type over `tensors` (JAX's strict promotion mode would refuse int + float)."""
-    with jax.numpy_dtype_promotion("standard"):
-        return result_type(*tensors)
-
-
 def _atleast(self, ndim: int):
     if ndim == 1:
         return jnp.atleast_1d(self)
@@ -148,7 +141,7 @@ def _atleast(self, ndim: int):
 
 
 def _cat(tensors, dim: int):
-    dtype = _common_dtype(tensors)
+    dtype = result_type(*tensors)
     kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
     if not kept:
         return jnp.zeros((0,), dtype)
@@ -270,7 +263,7 @@ def aten_atleast_3d_sequence(tensors):
 @aten("block_diag.default")
 def aten_block_diag(tensors):
     """block_diag(Tensor[] tensors) -> Tensor"""
-    dtype = _common_dtype(tensors)
+    dtype = result_type(*tensors)
     blocks = [jnp.reshape(t, (1, -1)) if t.ndim < 2 else t for t in tensors]
     rows = sum(b.shape[0] for b in blocks)
     cols = sum(b.shape[1] for b in blocks)
@@ -658,7 +651,7 @@ def aten_squeeze(self, dim=None):
 @aten("stack.default")
 def aten_stack(tensors, dim=0):
     """stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    dtype = _common_dtype(tensors)
+    dtype = result_type(*tensors)
     dim = canonical_dim(dim, tensors[0].ndim + 1)
     return jnp.stack([t.astype(dtype) for t in tensors], axis=dim)
 
