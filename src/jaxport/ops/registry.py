@@ -45,6 +45,11 @@ def aten(*overloads: str, random: bool | str = False) -> Callable[[F], F]:
     return _register(ATEN, "aten.", overloads)
 
 
+def prims(*overloads: str) -> Callable[[F], F]:
+    """Register a lowering for PyTorch primitives that decompositions leave: `@prims("convert_element_type.default")`."""
+    return _register(ATEN, "prims.", overloads)
+
+
 def python(*names: str) -> Callable[[F], F]:
     """Register a lowering for a Python builtin that appears in graphs: `@python("operator.add")`."""
     return _register(PYTHON, "", names)

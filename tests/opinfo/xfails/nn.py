@@ -1,6 +1,18 @@
 """Expected OpInfo failures owned by the nn family: {"opinfo_id" or "opinfo_id:torch.dtype": reason}."""
 
 EXPECTED_FAILURES: dict[str, str] = {
+    "nn.functional.adaptive_avg_pool3d:torch.bfloat16": (
+        "PyTorch's CPU adaptive_avg_pool3d rounds intermediate sums in bfloat16 (its result is not the "
+        "correctly rounded average in most elements); a few elements differ by 1 ulp"
+    ),
+    "nn.functional.adaptive_avg_pool3d:torch.float16": (
+        "PyTorch's CPU adaptive_avg_pool3d rounds intermediate sums in float16 (58% of its elements differ "
+        "from the correctly rounded float64 average); ~1% of elements differ by 1 ulp"
+    ),
+    "nn.functional.conv_transpose1d:torch.float16": (
+        "PyTorch's CPU transposed convolution accumulates (col2im) in the reduced dtype; "
+        "jaxport accumulates in float32 and is several times closer to the float64 result"
+    ),
     "nn.functional.conv_transpose2d:torch.bfloat16": (
         "PyTorch's CPU transposed convolution accumulates (col2im) in the reduced dtype; "
         "jaxport accumulates in float32 and is several times closer to the float64 result"
@@ -8,6 +20,23 @@ EXPECTED_FAILURES: dict[str, str] = {
     "nn.functional.conv_transpose2d:torch.float16": (
         "PyTorch's CPU transposed convolution accumulates (col2im) in the reduced dtype; "
         "jaxport accumulates in float32 and is several times closer to the float64 result"
+    ),
+    "nn.functional.conv_transpose3d:torch.bfloat16": (
+        "PyTorch's CPU transposed convolution accumulates (col2im) in the reduced dtype; "
+        "jaxport accumulates in float32 and is several times closer to the float64 result"
+    ),
+    "nn.functional.conv_transpose3d:torch.float16": (
+        "PyTorch's CPU transposed convolution accumulates (col2im) in the reduced dtype; "
+        "jaxport accumulates in float32 and is several times closer to the float64 result"
+    ),
+    "nn.functional.instance_norm:torch.bfloat16": (
+        "PyTorch's composite instance_norm (batch_norm over a (1, N*C, ...) view) rounds intermediates "
+        "in bfloat16; one element in a few samples differs by 1 ulp"
+    ),
+    "nn.functional.instance_norm:torch.float16": (
+        "PyTorch's composite instance_norm (batch_norm over a (1, N*C, ...) view) rounds intermediates "
+        "in float16 (a third of its elements differ from the correctly rounded float64 result); "
+        "a couple of elements differ by 1 ulp"
     ),
     "nn.functional.interpolate.bicubic:torch.bfloat16": (
         "PyTorch's CPU bicubic kernel rounds intermediate sums to bfloat16; a few elements differ by 1-2 ulp"

@@ -18,4 +18,20 @@ EXPECTED_FAILURES: dict[str, str] = {
         "eigenvectors are unique only up to sign; XLA's and PyTorch's LAPACK builds pick "
         "different signs for some matrices (eigenvalues match)"
     ),
+    **{
+        f"matrix_exp:torch.{d}": (
+            "PyTorch's degree-18 Taylor scheme and JAX's Pade approximant (expm) round "
+            "differently on ill-conditioned samples; half inputs overflow differently in "
+            "PyTorch's half-precision arithmetic"
+        )
+        for d in ("float32", "float16", "bfloat16")
+    },
+    **{
+        k: "LAPACK sytrf's Bunch-Kaufman LDL^T factorization (pivoted 1x1/2x2 blocks) has no JAX equivalent"
+        for k in ("linalg.ldl_factor", "linalg.ldl_factor_ex", "linalg.ldl_solve")
+    },
+    **{
+        k: "uses torch.randn for its random projection; JAX's RNG cannot reproduce PyTorch's stream"
+        for k in ("pca_lowrank", "svd_lowrank")
+    },
 }

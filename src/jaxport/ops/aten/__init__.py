@@ -6,6 +6,7 @@ from . import (  # noqa: F401
     conv,
     creation,
     elementwise,
+    fft,
     indexing,
     linalg,
     loss,

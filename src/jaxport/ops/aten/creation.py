@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..registry import aten
+from ..registry import aten, prims
 from ._promotion import canonical, fill_value, float_type, opmath_type, result_type
 
 
@@ -47,6 +47,12 @@ def _constant(values: np.ndarray, dtype) -> jax.Array:
     if jnp.issubdtype(dtype, jnp.integer) and values.dtype.kind == "f":
         values = np.trunc(values)
     return jnp.asarray(values.astype(dtype))
+
+
+@prims("convert_element_type.default")
+def prims_convert_element_type(a, dtype):
+    """convert_element_type(Tensor a, ScalarType dtype) -> Tensor"""
+    return a.astype(dtype)
 
 
 @aten("_local_scalar_dense.default", "item.default")
@@ -362,6 +368,20 @@ def aten_randn_like(self, *, dtype=None, memory_format=None, key):
 def aten_randperm(n, *, generator=None, dtype=None, key):
     """randperm(SymInt n, *, ScalarType? dtype=4, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
     return jax.random.permutation(key, n).astype(dtype or canonical(np.int64))
+
+
+@aten("resize_as.default")
+def aten_resize_as(self, the_template):
+    """resize_as(Tensor self, Tensor the_template, *, MemoryFormat? memory_format=None) -> Tensor"""
+    # Resizing keeps the flat (contiguous) prefix of the data; elements beyond the old size
+    # are uninitialised in PyTorch and zero here.
+    flat = self.reshape(-1)
+    n = the_template.size
+    if n <= flat.size:
+        flat = flat[:n]
+    else:
+        flat = jnp.concatenate([flat, jnp.zeros((n - flat.size,), self.dtype)])
+    return flat.reshape(the_template.shape)
 
 
 @aten("scalar_tensor.default")

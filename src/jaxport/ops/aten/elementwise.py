@@ -16,6 +16,7 @@ from ..registry import aten
 from ._promotion import (
     as_array,
     canonical,
+    canonical_dim,
     category,
     float_type,
     opmath_type,
@@ -109,6 +110,35 @@ def _polynomial(x, n, first, step, cases):
 
 def _odd(n):
     return lax.rem(n, jnp.full_like(n, 2)) != 0
+
+
+def _p_norm(x, p, axes, keepdims):
+    """PyTorch's vector p-norm of `x` (already in its computation dtype) over `axes`."""
+    x = jnp.abs(x)
+    p = float(p)
+    if p == np.inf:
+        return jnp.max(x, axis=axes, keepdims=keepdims)
+    if p == -np.inf:
+        return jnp.min(x, axis=axes, keepdims=keepdims)
+    if p == 0:
+        return jnp.sum((x != 0).astype(x.dtype), axis=axes, keepdims=keepdims)
+    if p == 1:
+        return jnp.sum(x, axis=axes, keepdims=keepdims)
+    if p == 2:
+        return jnp.sqrt(jnp.sum(x * x, axis=axes, keepdims=keepdims))
+    return jnp.sum(x**p, axis=axes, keepdims=keepdims) ** (1.0 / p)
+
+
+def _complex_log_add_exp(a, b):
+    """PyTorch's complex log-add-exp: ordered by real part, NaN and infinities handled first."""
+    swap = jnp.real(a) > jnp.real(b)
+    low, high = jnp.where(swap, b, a), jnp.where(swap, a, b)
+    nan = jnp.isnan(jnp.real(low)) | jnp.isnan(jnp.imag(low)) | jnp.isnan(jnp.real(high)) | jnp.isnan(jnp.imag(high))
+    same_inf = ~jnp.isfinite(jnp.real(low)) & (jnp.real(low) == jnp.real(high))
+    general = jnp.log1p(jnp.exp(low - high)) + high
+    infinite = jnp.where(jnp.real(low) < 0, low, jnp.log(jnp.exp(low) + jnp.exp(high)))
+    out = jnp.where(same_inf, infinite, general)
+    return jnp.where(nan, jnp.full_like(out, complex(np.nan, np.nan)), out)
 
 
 @aten("add.Tensor", "add.Scalar")
@@ -237,6 +267,15 @@ def aten_copysign(self, other):
     return _float_binary(jnp.copysign, self, other)
 
 
+@aten("dist.default")
+def aten_dist(self, other, p=2):
+    """dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
+    dtype = result_type(self, other)
+    diff = as_array(self, dtype) - as_array(other, dtype)
+    real = np.dtype(jnp.finfo(dtype).dtype)
+    return _p_norm(diff.astype(opmath_type(dtype)), p, None, False).astype(real)
+
+
 @aten("div.Tensor", "div.Scalar", "true_divide.Tensor", "true_divide.Scalar")
 def aten_div(self, other):
     """div.Tensor(Tensor self, Tensor other) -> Tensor"""
@@ -317,7 +356,8 @@ def aten_gt(self, other):
 def aten_heaviside(self, values):
     """heaviside(Tensor self, Tensor values) -> Tensor"""
     self, values = promote(self, values)
-    return jnp.where(self == 0, values, (self > 0).astype(self.dtype))
+    zero = jnp.zeros((), self.dtype)
+    return jnp.where(self == zero, values, (self > zero).astype(self.dtype))
 
 
 @aten("hypot.default")
@@ -392,6 +432,23 @@ def aten_lerp(self, end, weight):
         return jnp.where(small, s + w * (e - s), e - (e - s) * (1 - w))
 
     return _compute(fn, dtype, self, end, weight)
+
+
+@aten("logcumsumexp.default")
+def aten_logcumsumexp(self, dim):
+    """logcumsumexp(Tensor self, int dim) -> Tensor"""
+    out_dtype = float_type(self.dtype)
+    if self.ndim == 0:
+        return self.astype(out_dtype)
+    x = self.astype(opmath_type(out_dtype))
+    axis = canonical_dim(dim, self.ndim)
+    if x.shape[axis] == 0:
+        return x.astype(out_dtype)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        out = lax.associative_scan(_complex_log_add_exp, x, axis=axis)
+    else:
+        out = lax.cumlogsumexp(x, axis=axis)
+    return out.astype(out_dtype)
 
 
 @aten("logaddexp.default")
@@ -490,6 +547,18 @@ def aten_remainder(self, other):
         return jnp.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
 
     return _compute(fn, result_type(self, other), self, other)
+
+
+@aten("renorm.default")
+def aten_renorm(self, p, dim, maxnorm):
+    """renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
+    dim = canonical_dim(dim, self.ndim)
+    axes = tuple(a for a in range(self.ndim) if a != dim)
+    real = np.dtype(jnp.finfo(self.dtype).dtype)
+    norm = _p_norm(self.astype(opmath_type(self.dtype)), p, axes, True)
+    maxnorm = jnp.asarray(maxnorm, real).astype(norm.dtype)
+    factor = jnp.where(norm > maxnorm, maxnorm / (norm + 1e-7), jnp.ones_like(norm)).astype(real)
+    return self * factor.astype(self.dtype)
 
 
 @aten("rsub.Tensor", "rsub.Scalar")

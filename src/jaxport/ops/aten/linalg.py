@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
@@ -250,6 +251,26 @@ def aten_baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
     return _scaled_add(self, product, beta, alpha, dtype)
 
 
+@aten("cholesky.default")
+def aten_cholesky(self, upper=False):
+    """cholesky(Tensor self, bool upper=False) -> Tensor"""
+    return aten_linalg_cholesky_ex(self, upper=upper)[0]
+
+
+@aten("cholesky_inverse.default")
+def aten_cholesky_inverse(self, upper=False):
+    """cholesky_inverse(Tensor self, bool upper=False) -> Tensor"""
+    eye = jnp.broadcast_to(jnp.eye(self.shape[-1], dtype=self.dtype), self.shape)
+    return jsl.cho_solve((self, not upper), eye)
+
+
+@aten("cholesky_solve.default")
+def aten_cholesky_solve(self, input2, upper=False):
+    """cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
+    factor, rhs = _batch_broadcast(input2, self)
+    return jsl.cho_solve((factor, not upper), rhs)
+
+
 @aten("det.default", "linalg_det.default")
 def aten_det(A):
     """linalg_det(Tensor A) -> Tensor"""
@@ -289,6 +310,14 @@ def aten_einsum(equation, tensors, *, path=None):
         if "->" in equation and all(summed_early(i) for i in range(len(terms))):
             dtype = canonical(np.int64)
     return out.astype(dtype)
+
+
+@aten("geqrf.default")
+def aten_geqrf(self):
+    """geqrf(Tensor self) -> (Tensor a, Tensor tau)"""
+    # numpy's "raw" QR is LAPACK's geqrf with the reflectors stored transposed.
+    h, tau = jnp.linalg.qr(self, mode="raw")
+    return jnp.swapaxes(h, -1, -2), tau
 
 
 @aten("linalg_cholesky.default")
@@ -388,6 +417,14 @@ def aten_linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     piv = jnp.broadcast_to(pivots - 1, lu.shape[:-2] + pivots.shape[-1:])
     out = jsl.lu_solve((lu, piv), rhs, trans=trans)
     return out if left else jnp.swapaxes(out, -1, -2)
+
+
+@aten("linalg_matrix_exp.default", "matrix_exp.default")
+def aten_linalg_matrix_exp(self):
+    """linalg_matrix_exp(Tensor self) -> Tensor"""
+    if self.shape[-1] == 0:
+        return self
+    return jsl.expm(self.astype(opmath_type(self.dtype))).astype(self.dtype)
 
 
 @aten("linalg_matrix_norm.default", "linalg_matrix_norm.str_ord")
@@ -566,11 +603,47 @@ def aten_logdet(self):
     return jnp.where(sign < 0, jnp.nan, jnp.where(sign == 0, -jnp.inf, logabsdet)).astype(logabsdet.dtype)
 
 
+@aten("lu_unpack.default")
+def aten_lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    """lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""
+    m, n = LU_data.shape[-2:]
+    k = min(m, n)
+    empty = jnp.zeros((0,), LU_data.dtype)
+    L = U = P = empty
+    if unpack_data:
+        L = jnp.tril(LU_data[..., :, :k], -1) + jnp.eye(m, k, dtype=LU_data.dtype)
+        U = jnp.triu(LU_data[..., :k, :])
+    if unpack_pivots:
+        pivots = LU_pivots.astype(np.int32) - 1
+        if m == 0 or pivots.shape[-1] == 0:
+            perm = jnp.broadcast_to(jnp.arange(m, dtype=np.int32), LU_pivots.shape[:-1] + (m,))
+        else:
+            perm = lax.linalg.lu_pivots_to_permutation(pivots, m)
+        # LAPACK's A = P L U, with A[perm] = L U: P[perm[i], i] = 1.
+        P = jnp.swapaxes(jax.nn.one_hot(perm, m, dtype=LU_data.dtype), -1, -2)
+    return P, L, U
+
+
 @aten("bmm.default", "matmul.default", "mm.default", "mv.default")
 def aten_matmul(self, other):
     """matmul(Tensor self, Tensor other) -> Tensor"""
     out, dtype = _product(_matmul, self, other)
     return out.astype(dtype)
+
+
+@aten("ormqr.default")
+def aten_ormqr(self, input2, input3, left=True, transpose=False):
+    """ormqr(Tensor self, Tensor input2, Tensor input3, bool left=True, bool transpose=False) -> Tensor"""
+    size = input3.shape[-2] if left else input3.shape[-1]
+    k = input2.shape[-1]
+    # Householder reflectors with tau = 0 are the identity: pad to the full m x m Q.
+    a = jnp.pad(self[..., :, :k], [(0, 0)] * (self.ndim - 1) + [(0, size - k)])
+    tau = jnp.pad(input2, [(0, 0)] * (input2.ndim - 1) + [(0, size - k)])
+    q = lax.linalg.householder_product(a, tau)
+    if transpose:
+        q = jnp.conj(jnp.swapaxes(q, -1, -2))
+    q, c = _batch_broadcast(q, input3)
+    return _matmul(q, c) if left else _matmul(c, q)
 
 
 @aten("tensordot.default")
@@ -586,3 +659,9 @@ def aten_tensordot(self, other, dims_self, dims_other):
         lambda a, b, **kw: jnp.tensordot(a, b, axes=(tuple(dims_self), tuple(dims_other)), **kw), self, other
     )
     return out.astype(dtype)
+@aten("triangular_solve.default")
+def aten_triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
+    """triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)"""
+    a, b = _batch_broadcast(A, self)
+    out = jsl.solve_triangular(a, b, trans=int(transpose), lower=not upper, unit_diagonal=unitriangular)
+    return out, a

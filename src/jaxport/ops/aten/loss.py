@@ -47,11 +47,13 @@ def _norm(x, p, axis, keepdim):
 
 
 def _pairwise_distance(x1, x2, p, eps, keepdim):
+    """PyTorch's composite `norm(x1 - x2 + eps, p, -1)`: the difference is rounded to the
+    inputs' dtype, the norm accumulates in opmath and is rounded back."""
     ndim = max(x1.ndim, x2.ndim)
     diff = x1 - x2 + jnp.asarray(eps, x1.dtype)
     if ndim == 0:
         return jnp.abs(diff)
-    return _norm(diff, p, ndim - 1, keepdim)
+    return _norm(diff.astype(opmath_type(diff.dtype)), p, ndim - 1, keepdim).astype(diff.dtype)
 
 
 def _nll(logp, target, weight, reduction, ignore_index):
@@ -106,6 +108,8 @@ def aten_cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=1):
     mag2 = jnp.sum(x2 * x2, axis=axis) + 1e-12
     cos = prod / jnp.sqrt(mag1 * mag2)
     zero = jnp.zeros_like(cos)
+    if target.dtype == jnp.bool_:  # True compares equal to 1, nothing to -1
+        target = target.astype(jnp.int8)
     loss = jnp.where(target == 1, 1 - cos, zero) + jnp.where(
         target == -1, jnp.maximum(cos - margin, 0), zero
     )
@@ -290,7 +294,7 @@ def aten_nll_loss_forward(self, target, weight, reduction, ignore_index):
 def aten_pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False):
     """pairwise_distance(Tensor x1, Tensor x2, float p=2., float eps=9.9999999999999995e-07, bool keepdim=False) -> Tensor"""
     (a, b), dtype = _prepare(x1, x2)
-    return _pairwise_distance(a, b, p, eps, keepdim).astype(dtype)
+    return _pairwise_distance(a.astype(dtype), b.astype(dtype), p, eps, keepdim)
 
 
 @aten("poisson_nll_loss.default")
@@ -322,8 +326,11 @@ def aten_smooth_l1_loss(self, target, reduction=1, beta=1.0):
 @aten("soft_margin_loss.default")
 def aten_soft_margin_loss(self, target, reduction=1):
     """soft_margin_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
+    # Composite in PyTorch: each elementwise step rounds to the input dtype (exp overflows
+    # to inf in float16 as it does there); the mean/sum accumulate in opmath.
     (x, t), dtype = _prepare(self, target)
-    return _reduce(jnp.log1p(jnp.exp(-x * t)), reduction).astype(dtype)
+    x, t = x.astype(dtype), t.astype(dtype)
+    return _reduce(jnp.log1p(jnp.exp(-(x * t))), reduction).astype(dtype)
 
 
 @aten("triplet_margin_loss.default")
@@ -331,9 +338,12 @@ def aten_triplet_margin_loss(
     anchor, positive, negative, margin=1.0, p=2.0, eps=1e-06, swap=False, reduction=1
 ):
     """triplet_margin_loss(Tensor anchor, Tensor positive, Tensor negative, float margin=1., float p=2., float eps=9.9999999999999995e-07, bool swap=False, int reduction=1) -> Tensor"""
+    # Composite in PyTorch: distances and the margin arithmetic round to the input dtype.
     (a, pos, neg), dtype = _prepare(anchor, positive, negative)
+    a, pos, neg = a.astype(dtype), pos.astype(dtype), neg.astype(dtype)
     d_pos = _pairwise_distance(a, pos, p, eps, False)
     d_neg = _pairwise_distance(a, neg, p, eps, False)
     if swap:
         d_neg = jnp.minimum(d_neg, _pairwise_distance(pos, neg, p, eps, False))
-    return _reduce(jnp.maximum(margin + d_pos - d_neg, 0), reduction).astype(dtype)
+    loss = jnp.maximum(margin + d_pos - d_neg, jnp.zeros((), dtype))
+    return _reduce(loss, reduction).astype(dtype)

@@ -54,11 +54,11 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
             # The functional ops return updated statistics in the promoted compute dtype
             # (float32 for half inputs); the in-place wrappers cast them back when copying.
             new_mean = (1 - momentum) * running_mean.astype(compute) + momentum * mean
-            new_mean = new_mean.astype(jnp.promote_types(compute, running_mean.dtype))
+            new_mean = new_mean.astype(np.promote_types(compute, running_mean.dtype))
         if running_var is not None:
             unbiased = var * (n / max(n - 1, 1)) if n > 1 else jnp.full_like(var, jnp.nan)
             new_var = (1 - momentum) * running_var.astype(compute) + momentum * unbiased
-            new_var = new_var.astype(jnp.promote_types(compute, running_var.dtype))
+            new_var = new_var.astype(np.promote_types(compute, running_var.dtype))
         save_mean, save_invstd = mean.astype(stat_dtype), invstd.astype(stat_dtype)
     else:
         mean, invstd = running_mean.astype(compute), lax.rsqrt(running_var.astype(compute) + eps)

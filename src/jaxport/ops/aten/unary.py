@@ -312,8 +312,8 @@ def _airy_ai(x):
         n1 = n1 / k1
         g1 = g + n1
         still = jnp.abs(m1 / f1) > eps
-        pick = lambda new, old: jnp.where(active, new, old)
-        return pick(f1, f), pick(g1, g), pick(k1, k), pick(m1, m), pick(n1, n), active & still
+        new, old = (f1, g1, k1, m1, n1), (f, g, k, m, n)
+        return (*(jnp.where(active, a, b) for a, b in zip(new, old)), active & still)
 
     active = jnp.ones(x.shape, jnp.bool_)
     f, g, *_ = lax.while_loop(cond, body, (one, mid, one, one, mid, active))
@@ -321,6 +321,13 @@ def _airy_ai(x):
     out = jnp.where(x < -2.09, negative, jnp.where(x >= 2.09, positive, series))
     out = jnp.where(x > 103.892, jnp.zeros_like(x), out)
     return jnp.where(jnp.isinf(x), jnp.full_like(x, np.nan), out)
+
+
+@aten("_conj.default", "conj_physical.default")
+def aten__conj(self):
+    """_conj(Tensor(a) self) -> Tensor(a)"""
+    # JAX has no lazy conjugate bit: conjugating is a real op, and a no-op on real dtypes.
+    return jnp.conj(self) if jnp.iscomplexobj(self) else self
 
 
 @aten("abs.default")
