@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
-
 
 def pytest_addoption(parser):
     parser.addoption("--opinfo", default=os.environ.get("JAXPORT_OPINFO", "smoke"),
@@ -18,18 +16,31 @@ def pytest_addoption(parser):
                      help="write per-sample OpInfo results as JSON to this path")
 
 
-#: (path, opinfo id, dtype, sample index, status, detail, aten ops) rows gathered by test_opinfo.
-OPINFO_RESULTS: list[dict] = []
+class OpInfoRecorder:
+    """Appends one JSON line per OpInfo sample to `--opinfo-report` (one file per xdist worker),
+    so even an interrupted run leaves its results."""
+
+    def __init__(self):
+        self.path: Path | None = None
+
+    def configure(self, config) -> None:
+        path = config.getoption("--opinfo-report")
+        if path:
+            worker = getattr(config, "workerinput", {}).get("workerid")
+            self.path = Path(f"{path}.{worker}" if worker else path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def record(self, row: dict) -> None:
+        if self.path is not None:
+            with self.path.open("a") as f:
+                f.write(json.dumps(row) + "\n")
 
 
-def pytest_sessionfinish(session, exitstatus):
-    path = session.config.getoption("--opinfo-report")
-    if path and OPINFO_RESULTS:
-        # Under pytest-xdist each worker writes its own part; the report merges `path*`.
-        worker = getattr(session.config, "workerinput", {}).get("workerid")
-        target = Path(f"{path}.{worker}" if worker else path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(OPINFO_RESULTS, indent=0))
+OPINFO_RESULTS = OpInfoRecorder()
+
+
+def pytest_configure(config):
+    OPINFO_RESULTS.configure(config)
 
 
 @pytest.fixture

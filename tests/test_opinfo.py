@@ -54,7 +54,7 @@ def test_opinfo(opinfo_case, request):
     failures = []
     for i, sample in enumerate(cases):
         outcome = harness.run_sample(op, sample, dtype, decompose=path)
-        OPINFO_RESULTS.append({
+        OPINFO_RESULTS.record({
             "path": path, "op": harness.opinfo_id(op), "dtype": str(dtype), "sample": i,
             "status": outcome.status, "detail": outcome.detail, "aten": list(outcome.aten_ops),
         })

@@ -119,7 +119,7 @@ def main() -> None:
     rows = []
     for part in sorted(glob.glob(source + "*")):
         with open(part) as f:
-            rows += json.load(f)
+            rows += [json.loads(line) for line in f if line.strip()]
     with open(target, "w") as f:
         f.write(summarize(rows))
     print(f"wrote {target} from {len(rows)} samples")

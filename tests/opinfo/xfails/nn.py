@@ -54,4 +54,10 @@ EXPECTED_FAILURES: dict[str, str] = {
     "nn.functional.upsample_bilinear:torch.uint8": (
         "PyTorch's uint8 resize uses fixed-point (int16) weights; results differ by +-1"
     ),
+    "_upsample_bilinear2d_aa": "no lowering yet for aten._upsample_bilinear2d_aa (antialiased resize); the conversion error lists it",
+    "nn.functional.fractional_max_pool2d": "no lowering yet for aten.fractional_max_pool2d (random pooling regions); the conversion error lists it",
+    "nn.functional.fractional_max_pool3d": "no lowering yet for aten.fractional_max_pool3d (random pooling regions); the conversion error lists it",
+    "nn.functional.linear_cross_entropy.chunked": "torch_nn._linear_cross_entropy_batch_chunked is a custom op with no decomposition; no lowering yet",
+    "nn.functional.linear_cross_entropy.chunked_none": "torch_nn._linear_cross_entropy_batch_chunked_no_reduction is a custom op with no decomposition; no lowering yet",
+    "resize_as_:*:core": "no lowering yet for aten.resize, which the core decomposition of resize_as_ produces; the conversion error lists it",
 }

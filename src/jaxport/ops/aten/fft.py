@@ -37,7 +37,7 @@ def _scale(out, sizes, normalization):
     if normalization == 0 or n == 0:
         return out
     factor = 1 / math.sqrt(n) if normalization == 1 else 1 / n
-    return out * jnp.asarray(factor, out.real.dtype)
+    return out * jnp.asarray(factor, out.dtype)
 
 
 def _c2r_axes(x, s, dim):
