@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     reduction,
     sampling,
     shape,
+    special,
     symbolic,
     unary,
 )
