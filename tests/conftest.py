@@ -11,7 +11,7 @@ import pytest
 
 def pytest_addoption(parser):
     parser.addoption("--opinfo", default=os.environ.get("JAXPORT_OPINFO", "smoke"),
-                     choices=["smoke", "full"], help="OpInfo sweep size (default: smoke)")
+                     choices=["smoke", "wide", "full"], help="OpInfo sweep size (default: smoke)")
     parser.addoption("--opinfo-report", default=os.environ.get("JAXPORT_OPINFO_REPORT"),
                      help="write per-sample OpInfo results as JSON to this path")
 

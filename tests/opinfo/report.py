@@ -1,6 +1,6 @@
 """Generate docs/opinfo.md from the per-sample results of a full OpInfo run.
 
-    python -m tests.opinfo.report build/opinfo.json docs/opinfo.md
+    python -m tests.opinfo.report build/opinfo.json docs/opinfo.md LEVEL
 
 Never edit the generated file by hand: rerun `make opinfo-report`.
 """
@@ -36,8 +36,10 @@ def classify(row: dict) -> str:
     return row["status"]
 
 
-def summarize(rows: list[dict]) -> str:
+def summarize(rows: list[dict], level: str) -> str:
     out = ["# OpInfo conformance (generated)", ""]
+    out.append(f"Level: **{level}** (see `tests/test_opinfo.py`: which dtypes and how many samples per op).")
+    out.append("")
     out.append(
         "PyTorch's OpInfo samples, exported with `torch.export`, converted by jaxport and compared "
         "with PyTorch eager on the CPU, both op by op and under `jax.jit`, with JAX's x64 mode on and "
@@ -116,12 +118,13 @@ def summarize(rows: list[dict]) -> str:
 
 def main() -> None:
     source, target = sys.argv[1], sys.argv[2]
+    level = sys.argv[3] if len(sys.argv) > 3 else "unknown"
     rows = []
     for part in sorted(glob.glob(source + "*")):
         with open(part) as f:
             rows += [json.loads(line) for line in f if line.strip()]
     with open(target, "w") as f:
-        f.write(summarize(rows))
+        f.write(summarize(rows, level))
     print(f"wrote {target} from {len(rows)} samples")
 
 
