@@ -7,7 +7,6 @@ outputs; so interpreting a program is a pure function of its inputs.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .errors import JaxportError, LoweringError, OpUse, UnsupportedOpsError
+from .errors import InputError, JaxportError, LoweringError, OpUse, UnsupportedOpsError
 from .ops import registry
 
 
@@ -95,9 +94,6 @@ class Program:
         if missing:
             raise UnsupportedOpsError(missing)
 
-    def replace(self, **changes) -> Program:
-        return dataclasses.replace(self, **changes)
-
 
 def _resolve(value, env):
     if isinstance(value, Ref):
@@ -114,7 +110,7 @@ def _resolve(value, env):
 def _conform(out, expected, node: Node, strict: bool):
     """Check a lowering's result against the recorded spec; fix dtypes unless strict."""
     if isinstance(expected, TensorSpec):
-        if not isinstance(out, (jax.Array, np.ndarray)) and not hasattr(out, "aval"):
+        if not isinstance(out, (jax.Array, np.ndarray)):
             if np.isscalar(out):
                 out = jnp.asarray(out)
             else:
@@ -163,7 +159,7 @@ def interpret(
         try:
             env[value] = state[name]
         except KeyError:
-            raise LoweringError(f"params has no entry '{name}'") from None
+            raise InputError(f"params has no entry '{name}'; start from JaxModel.params") from None
     env.update(program.constants)
     for spec, x in zip(program.user_inputs, inputs):
         env[spec.value] = x
