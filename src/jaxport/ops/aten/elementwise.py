@@ -176,6 +176,13 @@ def aten_atan2(self, other):
     return _float_binary(jnp.arctan2, self, other)
 
 
+@aten("atan2.out")
+def aten_atan2_out(self, other, *, out):
+    """atan2.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"""
+    # A pure function cannot write into `out`: it returns what PyTorch would have written there.
+    return aten_atan2(self, other).astype(out.dtype)
+
+
 @aten(
     "bitwise_and.Tensor", "bitwise_and.Scalar", "bitwise_and.Scalar_Tensor",
     "__and__.Tensor", "__and__.Scalar",
