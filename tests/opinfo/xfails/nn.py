@@ -59,7 +59,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "nn.functional.fractional_max_pool3d": "no lowering yet for aten.fractional_max_pool3d (random pooling regions); the conversion error lists it",
     "nn.functional.linear_cross_entropy.chunked": "torch_nn._linear_cross_entropy_batch_chunked is a custom op with no decomposition; no lowering yet",
     "nn.functional.linear_cross_entropy.chunked_none": "torch_nn._linear_cross_entropy_batch_chunked_no_reduction is a custom op with no decomposition; no lowering yet",
-    "resize_as_:*:core": "no lowering yet for aten.resize, which the core decomposition of resize_as_ produces; the conversion error lists it",
     "nn.functional.hinge_embedding_loss:torch.bfloat16": (
         "results differ by ~10% in bfloat16 (e.g. -0.146 vs -0.130); presumably PyTorch's per-op bfloat16 rounding against jaxport's float32 accumulation, not yet investigated"
     ),

@@ -370,18 +370,25 @@ def aten_randperm(n, *, generator=None, dtype=None, key):
     return jax.random.permutation(key, n).astype(dtype or canonical(np.int64))
 
 
-@aten("resize_as.default")
-def aten_resize_as(self, the_template):
-    """resize_as(Tensor self, Tensor the_template, *, MemoryFormat? memory_format=None) -> Tensor"""
+@aten("resize.default", "resize_.default")
+def aten_resize(self, size, memory_format=None):
+    """resize(Tensor self, SymInt[] size, *, MemoryFormat? memory_format=None) -> Tensor"""
     # Resizing keeps the flat (contiguous) prefix of the data; elements beyond the old size
     # are uninitialised in PyTorch and zero here.
+    size = tuple(size)
     flat = self.reshape(-1)
-    n = the_template.size
+    n = math.prod(size)
     if n <= flat.size:
         flat = flat[:n]
     else:
         flat = jnp.concatenate([flat, jnp.zeros((n - flat.size,), self.dtype)])
-    return flat.reshape(the_template.shape)
+    return flat.reshape(size)
+
+
+@aten("resize_as.default")
+def aten_resize_as(self, the_template):
+    """resize_as(Tensor self, Tensor the_template, *, MemoryFormat? memory_format=None) -> Tensor"""
+    return aten_resize(self, the_template.shape)
 
 
 @aten("scalar_tensor.default")
