@@ -23,6 +23,7 @@ from ._promotion import (
     promote,
     result_type,
 )
+from .reduction import p_norm
 
 
 def _compute(fn, dtype, *operands):
@@ -110,23 +111,6 @@ def _polynomial(x, n, first, step, cases):
 
 def _odd(n):
     return lax.rem(n, jnp.full_like(n, 2)) != 0
-
-
-def _p_norm(x, p, axes, keepdims):
-    """PyTorch's vector p-norm of `x` (already in its computation dtype) over `axes`."""
-    x = jnp.abs(x)
-    p = float(p)
-    if p == np.inf:
-        return jnp.max(x, axis=axes, keepdims=keepdims)
-    if p == -np.inf:
-        return jnp.min(x, axis=axes, keepdims=keepdims)
-    if p == 0:
-        return jnp.sum((x != 0).astype(x.dtype), axis=axes, keepdims=keepdims)
-    if p == 1:
-        return jnp.sum(x, axis=axes, keepdims=keepdims)
-    if p == 2:
-        return jnp.sqrt(jnp.sum(x * x, axis=axes, keepdims=keepdims))
-    return jnp.sum(x**p, axis=axes, keepdims=keepdims) ** (1.0 / p)
 
 
 def _complex_log_add_exp(a, b):
@@ -280,7 +264,7 @@ def aten_dist(self, other, p=2):
     dtype = result_type(self, other)
     diff = as_array(self, dtype) - as_array(other, dtype)
     real = np.dtype(jnp.finfo(dtype).dtype)
-    return _p_norm(diff.astype(opmath_type(dtype)), p, None, False).astype(real)
+    return p_norm(diff.astype(opmath_type(dtype)), p, None, False).astype(real)
 
 
 @aten("div.Tensor", "div.Scalar", "true_divide.Tensor", "true_divide.Scalar")
@@ -562,7 +546,7 @@ def aten_renorm(self, p, dim, maxnorm):
     dim = canonical_dim(dim, self.ndim)
     axes = tuple(a for a in range(self.ndim) if a != dim)
     real = np.dtype(jnp.finfo(self.dtype).dtype)
-    norm = _p_norm(self.astype(opmath_type(self.dtype)), p, axes, True)
+    norm = p_norm(self.astype(opmath_type(self.dtype)), p, axes, True)
     maxnorm = jnp.asarray(maxnorm, real).astype(norm.dtype)
     factor = jnp.where(norm > maxnorm, maxnorm / (norm + 1e-7), jnp.ones_like(norm)).astype(real)
     return self * factor.astype(self.dtype)

@@ -90,24 +90,27 @@ def _var(self, dim, correction, keepdim):
     return var, mean, out_dtype
 
 
+def p_norm(x, p, axes, keepdims):
+    """PyTorch's vector p-norm of `x` (already in its computation dtype) over `axes`."""
+    x = jnp.abs(x)
+    p = 2.0 if p is None else float(p)
+    if p == math.inf:
+        return jnp.max(x, axis=axes, keepdims=keepdims)
+    if p == -math.inf:
+        return jnp.min(x, axis=axes, keepdims=keepdims)
+    if p == 0:
+        return jnp.sum((x != 0).astype(x.dtype), axis=axes, keepdims=keepdims)
+    if p == 1:
+        return jnp.sum(x, axis=axes, keepdims=keepdims)
+    if p == 2:
+        return jnp.sqrt(jnp.sum(x * x, axis=axes, keepdims=keepdims))
+    return jnp.sum(x**p, axis=axes, keepdims=keepdims) ** (1.0 / p)
+
+
 def _vector_norm(self, ord, dim, keepdim, dtype):
     out_dtype = np.dtype(dtype) if dtype is not None else float_type(self.dtype)
     axes = _axes(dim, self.ndim)
-    x = jnp.abs(self.astype(opmath_type(out_dtype)))
-    ord = 2.0 if ord is None else float(ord)
-    if ord == math.inf:
-        out = jnp.max(x, axis=axes, keepdims=keepdim)
-    elif ord == -math.inf:
-        out = jnp.min(x, axis=axes, keepdims=keepdim)
-    elif ord == 0:
-        out = jnp.sum((x != 0).astype(x.dtype), axis=axes, keepdims=keepdim)
-    elif ord == 1:
-        out = jnp.sum(x, axis=axes, keepdims=keepdim)
-    elif ord == 2:
-        out = jnp.sqrt(jnp.sum(x * x, axis=axes, keepdims=keepdim))
-    else:
-        out = jnp.sum(x**ord, axis=axes, keepdims=keepdim) ** (1.0 / ord)
-    return out.astype(out_dtype)
+    return p_norm(self.astype(opmath_type(out_dtype)), ord, axes, keepdim).astype(out_dtype)
 
 
 def _softmax(fn, self, dim, out_dtype):
