@@ -53,6 +53,11 @@ class JaxModel:
     so it composes with `jax.jit`, `jax.grad` and `jax.vmap`. Calling the model
     runs a jitted `apply` with its own `params`.
 
+    A model with ops whose output shape depends on tensor values (nonzero,
+    unique, masked_select, ...) cannot be traced by `jax.jit`; calling it then
+    runs `apply` op by op instead (`jittable` says which), and `jax.jit(apply)`
+    raises an error naming the op.
+
     Tied weights appear once, under their first name; `tied` maps each other
     name to it. `parameter_names` and `buffer_names` say which entries are
     trainable parameters (`split_params` separates them for `jax.grad`).
@@ -78,7 +83,8 @@ class JaxModel:
         self.name = name
         self._flatten_inputs = flatten_inputs
         self._build_outputs = build_outputs
-        self._jitted = jax.jit(self.apply)
+        self.jittable = not program.value_dependent_nodes()
+        self._jitted = jax.jit(self.apply) if self.jittable else self.apply
         self.strict = False
 
     def split_params(self, params: Mapping[str, Any] | None = None) -> tuple[dict, dict]:

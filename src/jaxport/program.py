@@ -40,7 +40,12 @@ class TensorSpec:
 
 @dataclass(frozen=True)
 class Node:
-    """One op application. `expected` is the source graph's TensorSpec (or tuple of them)."""
+    """One op application. `expected` is the source graph's TensorSpec (or tuple of them).
+
+    `value_dependent_shape` marks ops whose output shape depends on tensor
+    values (nonzero, unique, masked_select, ...): XLA needs static shapes, so
+    a program with such a node runs op by op but not under `jax.jit`.
+    """
 
     name: str
     op: str
@@ -49,6 +54,7 @@ class Node:
     expected: Any = None
     module_path: str = ""
     source: str = ""
+    value_dependent_shape: bool = False
 
     def use(self) -> OpUse:
         return OpUse(self.op, self.name, self.module_path, self.source)
@@ -84,6 +90,10 @@ class Program:
         for node in self.nodes:
             counts[node.op] = counts.get(node.op, 0) + 1
         return counts
+
+    def value_dependent_nodes(self) -> list[Node]:
+        """Nodes whose output shape depends on tensor values, so the program cannot be jitted."""
+        return [node for node in self.nodes if node.value_dependent_shape]
 
     def unsupported(self) -> list[OpUse]:
         names = registry.registered_names()
@@ -178,7 +188,14 @@ def interpret(
             out = fn(*args, **kwargs)
         except JaxportError:
             raise
-        except jax.errors.JAXTypeError as e:
+        except (jax.errors.JAXTypeError, jax.errors.JAXIndexError) as e:
+            if node.value_dependent_shape:
+                raise LoweringError(
+                    f"{node.op} returns a tensor whose shape depends on tensor values, which "
+                    f"jax.jit cannot trace ({node.where()}). Call the JaxModel itself (it runs "
+                    "such models op by op) or apply() outside jit, or make the shape static "
+                    "in the model (e.g. torch.nonzero_static)."
+                ) from e
             raise LoweringError(f"{node.op} cannot run under this JAX transformation ({node.where()}):\n{e}") from e
         except Exception as e:
             raise LoweringError(f"{node.op} failed ({node.where()}): {type(e).__name__}: {e}") from e

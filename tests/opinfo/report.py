@@ -13,6 +13,7 @@ import json
 import sys
 
 from tests.opinfo.expected_failures import expected_failure
+from tests.opinfo.harness import EAGER_ONLY
 
 
 def core_aten_ops() -> list[str]:
@@ -64,6 +65,12 @@ def summarize(rows: list[dict], level: str) -> str:
         out.append(f"- passed: {counts['passed']} ({rate:.2f}%); expected failures: "
                    f"{counts['expected failure']}; unexpected failures: {counts['failed']}; "
                    f"not exportable: {counts['unexportable']}")
+        eager_only = [r for r in prow if r["status"] == "passed" and r["detail"] == EAGER_ONLY]
+        if eager_only:
+            names = ", ".join(f"`{op}`" for op in sorted({r["op"] for r in eager_only}))
+            out.append(f"- of the passed, {len(eager_only)} run op by op only: their output shape "
+                       f"depends on tensor values, and `jax.jit` must refuse them with an error "
+                       f"naming the op ({names})")
         out.append("")
         out.append("| dtype | samples tested | passed | pass rate |")
         out.append("|---|---:|---:|---:|")

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from .. import _torch_utils as tu
 from ..errors import ExportError, OpUse, UnsupportedOpsError
@@ -117,6 +118,15 @@ def _module_path(node: torch.fx.Node) -> str:
         return ""
     path, _type = list(stack.values())[-1]
     return re.sub(r"^L\['self'\]\.?", "", str(path))
+
+
+def _value_dependent(val) -> bool:
+    """Whether a tensor in `val` has a shape torch.export could only learn by running the op."""
+    if isinstance(val, torch.Tensor):
+        return bool(free_unbacked_symbols(val))
+    if isinstance(val, (tuple, list)):
+        return any(_value_dependent(v) for v in val)
+    return False
 
 
 def _spec(val) -> Any:
@@ -246,6 +256,7 @@ class _Translator:
                 expected=_spec(node.meta.get("val")),
                 module_path=_module_path(node),
                 source=_source(node),
+                value_dependent_shape=_value_dependent(node.meta.get("val")),
             )
         )
         if prefix:
@@ -267,6 +278,7 @@ class _Translator:
                 expected=_spec(val[1] if isinstance(val, (tuple, list)) and len(val) == 2 else None),
                 module_path=_module_path(node),
                 source=_source(node),
+                value_dependent_shape=_value_dependent(val),
             )
         )
         returns = len(inner._schema.returns)
