@@ -13,7 +13,13 @@ import json
 import sys
 
 from tests.opinfo.expected_failures import expected_failure
-from tests.opinfo.harness import EAGER_ONLY
+from tests.opinfo.harness import (
+    EAGER_ONLY,
+    HALF_ACCURACY_REFERENCE,
+    TIE_ORDER_INDICES,
+    TOLERANCE_OVERRIDES,
+    UNCHECKED_VALUES,
+)
 
 
 def core_aten_ops() -> list[str]:
@@ -98,6 +104,24 @@ def summarize(rows: list[dict], level: str) -> str:
     if missing:
         out.append("Core overloads no sample exercised: " + ", ".join(f"`{op}`" for op in missing))
         out.append("")
+    out.append("## Comparisons other than closeness")
+    out.append("")
+    out.append("Where PyTorch leaves a result unspecified or is itself less accurate, the harness "
+               "(`tests/opinfo/harness.py`) compares differently; each case and its reason:")
+    out.append("")
+    out.append("| OpInfo | comparison | reason |")
+    out.append("|---|---|---|")
+    for op in sorted(TIE_ORDER_INDICES):
+        out.append(f"| {op} | indices of tied elements must select the same values (not the same "
+                   "positions) | PyTorch's CPU kernels order ties by an unstable sort or quickselect |")
+    for op, reason in sorted(HALF_ACCURACY_REFERENCE.items()):
+        out.append(f"| {op} | float16/bfloat16: if not within tolerance, at least as close as "
+                   f"PyTorch to the float64 result, element by element | PyTorch: {reason} |")
+    for (op, dtype), (tolerance, reason) in sorted(TOLERANCE_OVERRIDES.items(), key=str):
+        out.append(f"| {op} | {str(dtype)[6:]}: rtol, atol = {tolerance} | {reason} |")
+    for op, reason in sorted(UNCHECKED_VALUES.items()):
+        out.append(f"| {op} | shapes and dtypes only | {reason} |")
+    out.append("")
     out.append("## Expected failures")
     out.append("")
     out.append("| OpInfo | dtype | path | samples | reason |")

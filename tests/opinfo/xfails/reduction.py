@@ -21,10 +21,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         k: "uses torch.randn for its random projection; JAX's RNG cannot reproduce PyTorch's stream"
         for k in ("pca_lowrank", "svd_lowrank")
     },
-    "_segment_reduce.lengths": "no lowering yet for aten.segment_reduce; the conversion error lists it",
-    "_segment_reduce.offsets": "no lowering yet for aten.segment_reduce; the conversion error lists it",
-    "histogram": "no lowering yet for aten.histogram (bin_ct and bins_tensor overloads); the conversion error lists it",
-    "histogramdd": "no lowering yet for aten.histogramdd; the conversion error lists it",
     "sparse.mm.reduce": "sparse tensors: jaxport converts dense (strided) tensors only",
     "stft": "no lowering yet for aten.stft; the conversion error lists it",
 }

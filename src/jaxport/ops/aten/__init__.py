@@ -3,6 +3,7 @@
 from . import (  # noqa: F401
     activation,
     attention,
+    binning,
     conv,
     creation,
     elementwise,

@@ -168,6 +168,8 @@ def aten__embedding_bag(
         output = jax.ops.segment_sum(jnp.where(valid[:, None], rows, 0), bag, num_bags)
         if mode == 1:
             output = output / jnp.maximum(count, 1).astype(compute)[:, None]
+        else:  # PyTorch zeroes the sum mode's bag sizes "to make them deterministic"
+            count = jnp.zeros_like(count)
         max_indices = count
     fast_sum = (
         mode == 0 and weight.dtype in (np.dtype(np.float32), np.dtype(jnp.float16)) and padding_idx < 0

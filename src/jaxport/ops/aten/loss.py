@@ -47,10 +47,12 @@ def _norm(x, p, axis, keepdim):
 
 
 def _pairwise_distance(x1, x2, p, eps, keepdim):
-    """PyTorch's composite `norm(x1 - x2 + eps, p, -1)`: the difference is rounded to the
-    inputs' dtype, the norm accumulates in opmath and is rounded back."""
+    """PyTorch's composite `norm(x1 - x2 + eps, p, -1)`: the difference is taken in the
+    inputs' common dtype (integers wrap), then made float with eps added; the norm
+    accumulates in opmath and is rounded back."""
     ndim = max(x1.ndim, x2.ndim)
-    diff = x1 - x2 + jnp.asarray(eps, x1.dtype)
+    dtype = float_type(result_type(x1, x2))
+    diff = (x1 - x2).astype(dtype) + jnp.asarray(eps, dtype)
     if ndim == 0:
         return jnp.abs(diff)
     return _norm(diff.astype(opmath_type(diff.dtype)), p, ndim - 1, keepdim).astype(diff.dtype)
@@ -211,6 +213,12 @@ def aten_l1_loss(self, target, reduction=1):
 @aten("margin_ranking_loss.default")
 def aten_margin_ranking_loss(input1, input2, target, margin=0.0, reduction=1):
     """margin_ranking_loss(Tensor input1, Tensor input2, Tensor target, float margin=0., int reduction=1) -> Tensor"""
+    common = result_type(input1, input2, target)
+    if jnp.issubdtype(common, jnp.integer):
+        # PyTorch's composite negates and multiplies in the integer dtype (wrapping), then adds
+        # the float margin.
+        x1, x2, t = (x.astype(common) for x in (input1, input2, target))
+        return _reduce(jnp.maximum((-t * (x1 - x2)).astype(float_type(common)) + margin, 0), reduction)
     (x1, x2, t), dtype = _prepare(input1, input2, target)
     return _reduce(jnp.maximum(-t * (x1 - x2) + margin, 0), reduction).astype(dtype)
 
@@ -293,8 +301,8 @@ def aten_nll_loss_forward(self, target, weight, reduction, ignore_index):
 @aten("pairwise_distance.default")
 def aten_pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False):
     """pairwise_distance(Tensor x1, Tensor x2, float p=2., float eps=9.9999999999999995e-07, bool keepdim=False) -> Tensor"""
-    (a, b), dtype = _prepare(x1, x2)
-    return _pairwise_distance(a.astype(dtype), b.astype(dtype), p, eps, keepdim)
+    common = result_type(x1, x2)
+    return _pairwise_distance(x1.astype(common), x2.astype(common), p, eps, keepdim)
 
 
 @aten("poisson_nll_loss.default")
@@ -339,8 +347,9 @@ def aten_triplet_margin_loss(
 ):
     """triplet_margin_loss(Tensor anchor, Tensor positive, Tensor negative, float margin=1., float p=2., float eps=9.9999999999999995e-07, bool swap=False, int reduction=1) -> Tensor"""
     # Composite in PyTorch: distances and the margin arithmetic round to the input dtype.
-    (a, pos, neg), dtype = _prepare(anchor, positive, negative)
-    a, pos, neg = a.astype(dtype), pos.astype(dtype), neg.astype(dtype)
+    common = result_type(anchor, positive, negative)
+    dtype = float_type(common)
+    a, pos, neg = (x.astype(common) for x in (anchor, positive, negative))
     d_pos = _pairwise_distance(a, pos, p, eps, False)
     d_neg = _pairwise_distance(a, neg, p, eps, False)
     if swap:

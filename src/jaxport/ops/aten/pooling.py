@@ -161,9 +161,10 @@ def _avg_pool(
         pool = end - start
         valid = np.minimum(end, n) - np.maximum(start, 0)
         divisors.append(pool if count_include_pad else valid)
+    # A NumPy (concrete) init value lets reduce_window pick its sum monoid, which has a VJP under jit.
     total = lax.reduce_window(
         self.astype(compute),
-        jnp.array(0, compute),
+        np.array(0, compute),
         lax.add,
         (1,) * lead + tuple(kernel),
         (1,) * lead + tuple(stride),

@@ -271,6 +271,19 @@ def aten_diff(self, n=1, dim=-1, prepend=None, append=None):
     return x
 
 
+@aten("hash_tensor.default")
+def aten_hash_tensor(self, dim=(), *, keepdim=False, mode=0):
+    """hash_tensor(Tensor self, int[1] dim=[], *, bool keepdim=False, int mode=0) -> Tensor"""
+    if mode != 0:
+        raise NotImplementedError(f"hash_tensor mode={mode} (PyTorch defines only mode 0, xor)")
+    if canonical(np.uint64) != np.uint64:
+        raise NotImplementedError("hash_tensor xors 64-bit patterns: enable jax_enable_x64")
+    # Elements widen to their 64-bit float or integer type and xor as raw bits.
+    wide = np.float64 if is_floating(self) else np.int64
+    bits = lax.bitcast_convert_type(self.astype(wide), jnp.uint64)
+    return jnp.bitwise_xor.reduce(bits, axis=_axes(dim, self.ndim), keepdims=keepdim)
+
+
 @aten("kthvalue.default")
 def aten_kthvalue(self, k, dim=-1, keepdim=False):
     """kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""

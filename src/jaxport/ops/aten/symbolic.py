@@ -62,5 +62,7 @@ def aten_sym_storage_offset(self):
 @aten("sym_stride.int")
 def aten_sym_stride(self, dim):
     """sym_stride.int(Tensor self, int dim) -> SymInt"""
-    # JAX arrays have no strides; report those of a contiguous tensor of this shape.
-    return math.prod(self.shape[dim % len(self.shape) + 1 :]) if self.shape else 1
+    # JAX arrays have no strides; report those of a contiguous tensor of this shape, where
+    # PyTorch steps over a size-0 dim as if it had size 1.
+    trailing = self.shape[dim % len(self.shape) + 1 :] if self.shape else ()
+    return math.prod(max(n, 1) for n in trailing)
