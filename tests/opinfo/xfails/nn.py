@@ -13,12 +13,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "_upsample_bilinear2d_aa": (
         "no lowering yet for aten._upsample_bilinear2d_aa (antialiased resize); the conversion error lists it"
     ),
-    "nn.functional.fractional_max_pool2d": (
-        "no lowering yet for aten.fractional_max_pool2d (random pooling regions); the conversion error lists it"
-    ),
-    "nn.functional.fractional_max_pool3d": (
-        "no lowering yet for aten.fractional_max_pool3d (random pooling regions); the conversion error lists it"
-    ),
     "nn.functional.linear_cross_entropy.chunked": (
         "torch_nn._linear_cross_entropy_batch_chunked is a custom op with no decomposition; no lowering yet"
     ),

@@ -16,7 +16,7 @@ import numpy as np
 from jax import lax
 
 from ..registry import aten
-from ._promotion import opmath_type
+from ._promotion import canonical, opmath_type
 
 
 def _expand(value, nd):
@@ -33,6 +33,54 @@ def _pool_geometry(size, k, s, p, d, ceil_mode):
     if ceil_mode and (out - 1) * s >= size + p:
         out -= 1
     return max(out, 0)
+
+
+def _fractional_starts(sample, in_size: int, out_size: int, pool: int):
+    """PyTorch's `generate_intervals`: window starts along one dim, one row per plane."""
+    index = canonical(np.int64)
+    last = jnp.full(sample.shape + (1,), in_size - pool, index)
+    if out_size == 1:
+        return last
+    alpha = jnp.asarray(in_size - pool, sample.dtype) / (out_size - 1)
+    i = jnp.arange(out_size - 1, dtype=sample.dtype)
+    u = sample[..., None]
+    # C++ static_cast<int> truncates; the products are non-negative, so astype matches.
+    starts = ((i + u) * alpha).astype(index) - (u * alpha).astype(index)
+    return jnp.concatenate([starts, last], axis=-1)
+
+
+def _fractional_max_pool(self, kernel_size, output_size, samples, sample_order):
+    """Max over pseudo-random windows; `samples[..., sample_order[d]]` places spatial dim d.
+
+    PyTorch keeps the first maximum, or the last NaN if the window has one.
+    """
+    nd = len(kernel_size)
+    lead, sizes = self.shape[:-nd], self.shape[-nd:]
+    samples = samples.reshape(lead + (nd,))
+    index, flat = [], 0
+    for d in range(nd):
+        starts = _fractional_starts(samples[..., sample_order[d]], sizes[d], output_size[d], kernel_size[d])
+        index.append(starts[..., None] + jnp.arange(kernel_size[d]))  # lead + (out_d, k_d)
+    windows = self
+    for d, ix in enumerate(index):
+        shape = lead + (1,) * d + (ix.shape[-2] * ix.shape[-1],) + (1,) * (nd - d - 1)
+        windows = jnp.take_along_axis(windows, ix.reshape(shape), axis=len(lead) + d)
+    # lead + (o0, k0, o1, k1, ...) -> lead + (o0, o1, ...) + (k0 * k1 * ...)
+    split = windows.reshape(lead + tuple(n for ix in index for n in ix.shape[-2:]))
+    order = [len(lead) + 2 * d for d in range(nd)] + [len(lead) + 2 * d + 1 for d in range(nd)]
+    window = int(np.prod(kernel_size))
+    vals = split.transpose(tuple(range(len(lead))) + tuple(order)).reshape(lead + tuple(output_size) + (window,))
+    for d, ix in enumerate(index):
+        shape = lead + tuple(output_size[e] if e == d else 1 for e in range(nd))
+        shape += tuple(kernel_size[e] if e == d else 1 for e in range(nd))
+        flat = flat * sizes[d] + ix.reshape(shape)
+    flat = jnp.broadcast_to(flat, lead + tuple(output_size) + tuple(kernel_size)).reshape(vals.shape)
+    nan = jnp.isnan(vals)
+    first_max = jnp.argmax(jnp.where(nan, -jnp.inf, vals), axis=-1)
+    last_nan = window - 1 - jnp.argmax(nan[..., ::-1], axis=-1)
+    pos = jnp.where(nan.any(axis=-1), last_nan, first_max)[..., None]
+    best = jnp.take_along_axis(vals, pos, axis=-1)[..., 0]
+    return best, jnp.take_along_axis(flat, pos, axis=-1)[..., 0]
 
 
 def _lowest(dtype):
@@ -327,6 +375,20 @@ def aten_avg_pool3d(
     return _avg_pool(
         self, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
     )
+
+
+@aten("fractional_max_pool2d.default")
+def aten_fractional_max_pool2d(self, kernel_size, output_size, random_samples):
+    """fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
+    # Each plane's samples are (u_w, u_h).
+    return _fractional_max_pool(self, list(kernel_size), list(output_size), random_samples, (1, 0))
+
+
+@aten("fractional_max_pool3d.default")
+def aten_fractional_max_pool3d(self, kernel_size, output_size, random_samples):
+    """fractional_max_pool3d(Tensor self, int[3] kernel_size, int[3] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
+    # Each plane's samples are (u_t, u_h, u_w).
+    return _fractional_max_pool(self, list(kernel_size), list(output_size), random_samples, (0, 1, 2))
 
 
 @aten("max_pool1d.default")

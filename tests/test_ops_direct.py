@@ -1,4 +1,6 @@
-"""Core ATen lowerings that no OpInfo sample reaches, called directly and compared with PyTorch eager.
+"""Lowerings OpInfo cannot check, called directly and compared with PyTorch eager: core ATen
+ops no OpInfo sample reaches, and ops whose OpInfo samples draw random inputs inside the graph
+(here they get fixed ones).
 
 Each test builds real torch inputs (backward ops take theirs from a forward call), runs
 `torch.ops.aten.<op>` eagerly, and calls the lowering under `jax.jit` the way jaxport's
@@ -54,9 +56,10 @@ def _jitted(fn, args, kwargs):
     traced = [i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.Array)]
 
     def run(*arrays):
+        filled = list(leaves)
         for i, x in zip(traced, arrays):
-            leaves[i] = x
-        a, k = jax.tree_util.tree_unflatten(tree, leaves)
+            filled[i] = x
+        a, k = jax.tree_util.tree_unflatten(tree, filled)
         return fn(*a, **k)
 
     return jax.jit(run)(*[leaves[i] for i in traced])
@@ -85,11 +88,12 @@ def check(op, *args, tol=None, mask=None, jit=True, **kwargs):
 
     `tol` overrides the dtype's (rtol, atol). With an output `mask`, the outputs it leaves out
     must be None: PyTorch eager sometimes computes them anyway, but they are undefined.
+    `jit=False` calls the lowering eagerly (for ops that return Python ints).
     """
     name, overload = op.split(".")
     want = getattr(getattr(torch.ops.aten, name), overload)(*args, **kwargs)
-    lowering = registry.lookup(f"aten.{op}")
-    got = (_jitted if jit else lambda f, a, k: f(*a, **k))(lowering, _jax(args), _jax(kwargs))
+    lowering, args, kwargs = registry.lookup(f"aten.{op}"), _jax(args), _jax(kwargs)
+    got = _jitted(lowering, args, kwargs) if jit else lowering(*args, **kwargs)
     if mask is not None:
         want = [w if keep else None for w, keep in zip(want, mask)]
     _assert_same(got, want, tol)
@@ -502,3 +506,33 @@ def test_sym_numel(shape):
 ])
 def test_sym_stride(shape, dim):
     check("sym_stride.int", torch.empty(shape), dim, jit=False)
+
+
+# -- ops OpInfo samples feed random inputs -------------------------------------------------------
+
+
+def _with_nan(shape, dtype=F32):
+    x = randn(*shape, dtype=dtype)
+    x.view(-1)[3] = float("nan")  # PyTorch keeps the last NaN of a window
+    return x
+
+
+@pytest.mark.parametrize("shape, kernel, out, dtype", [
+    pytest.param((2, 3, 7, 9), (2, 3), (4, 5), F32, id="batched"),
+    pytest.param((3, 10, 10), (3, 3), (5, 4), F32, id="unbatched"),
+    pytest.param((1, 1, 5, 5), (2, 2), (1, 1), F32, id="one-window"),
+    pytest.param((1, 2, 6, 6), (2, 2), (5, 5), F16, id="float16"),
+])
+def test_fractional_max_pool2d(shape, kernel, out, dtype):
+    samples = torch.rand(shape[0] if len(shape) == 4 else 1, shape[-3], 2).to(dtype)
+    check("fractional_max_pool2d.default", _with_nan(shape, dtype), list(kernel), list(out), samples)
+
+
+@pytest.mark.parametrize("shape, kernel, out", [
+    pytest.param((2, 2, 6, 7, 8), (2, 2, 3), (3, 4, 5), id="batched"),
+    pytest.param((2, 5, 5, 5), (2, 2, 2), (3, 3, 2), id="unbatched"),
+])
+def test_fractional_max_pool3d(shape, kernel, out):
+    samples = torch.rand(shape[0] if len(shape) == 5 else 1, shape[-4], 3)
+    check("fractional_max_pool3d.default", _with_nan(shape), list(kernel), list(out), samples)
+
