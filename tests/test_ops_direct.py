@@ -536,3 +536,14 @@ def test_fractional_max_pool3d(shape, kernel, out):
     samples = torch.rand(shape[0] if len(shape) == 5 else 1, shape[-4], 3)
     check("fractional_max_pool3d.default", _with_nan(shape), list(kernel), list(out), samples)
 
+
+@pytest.mark.parametrize("shape, size, align_corners", [
+    pytest.param((1, 2, 32, 24), (5, 7), False, id="downsample"),
+    pytest.param((2, 1, 9, 30), (20, 4), False, id="mixed"),
+    pytest.param((1, 3, 17, 17), (6, 6), True, id="align-corners"),
+    pytest.param((1, 1, 4, 5), (8, 10), False, id="upsample"),
+])
+def test_upsample_bilinear2d_aa(shape, size, align_corners):
+    """OpInfo has only 7 float samples, mostly upsampling: add strong downsampling."""
+    check("_upsample_bilinear2d_aa.default", randn(*shape), list(size), align_corners)
+

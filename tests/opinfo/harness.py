@@ -119,6 +119,11 @@ TIE_ORDER_INDICES = {
 }
 
 
+#: Ops whose eigenvectors are unique only up to sign (LAPACK builds pick differently):
+#: {op: eigenvector output}. Each column is compared after making its largest entry positive.
+SIGN_FREE_VECTORS = {"linalg.eigh": 1}
+
+
 @dataclasses.dataclass
 class Outcome:
     status: str  # passed | failed | unexportable | unconvertible
@@ -151,11 +156,11 @@ def _argument(sample, spec):
     return sample.args[position] if len(sample.args) > position else default
 
 
-def _tie_order_index(op, sample) -> tuple[int, Callable] | None:
-    """(index output, equivalence check) when tied elements may come in any order, else None."""
+def _tie_order_check(op, sample) -> dict[int, Callable]:
+    """{index output: equivalence check} when tied elements may come in any order."""
     entry = TIE_ORDER_INDICES.get(op.name)
     if entry is None or sample.kwargs.get("stable"):
-        return None
+        return {}
     output, dim_spec, keepdim_spec = entry
     x = sample.input
     dim = _argument(sample, dim_spec)
@@ -175,14 +180,36 @@ def _tie_order_index(op, sample) -> tuple[int, Callable] | None:
             return "indices select different elements: " + str(err).splitlines()[0]
         return ""
 
-    return output, selects_same
+    return {output: selects_same}
 
 
-def _compare(actual, expected, dtype, values: bool, tolerance=None, tie_order=None) -> str:
+def _sign_check(op, sample) -> dict[int, Callable]:
+    """{eigenvector output: check} comparing eigenvectors up to each one's sign."""
+    if opinfo_id(op) not in SIGN_FREE_VECTORS:
+        return {}
+
+    def same_up_to_sign(got: torch.Tensor, want: torch.Tensor) -> str:
+        def normalized(v):  # each column's largest-magnitude entry made positive
+            pivot = v.abs().argmax(dim=-2, keepdim=True)
+            return v * torch.take_along_dim(v, pivot, dim=-2).sign()
+
+        if want.numel() == 0:
+            return ""
+        rtol, atol = TOLERANCES[want.dtype]
+        try:
+            torch.testing.assert_close(normalized(got), normalized(want), rtol=rtol, atol=atol)
+        except AssertionError as err:
+            return "eigenvectors differ beyond sign: " + str(err).splitlines()[0]
+        return ""
+
+    return {SIGN_FREE_VECTORS[opinfo_id(op)]: same_up_to_sign}
+
+
+def _compare(actual, expected, dtype, values: bool, tolerance=None, checks=None) -> str:
     """An empty string when `actual` (jax) matches `expected` (torch), else why not.
 
-    `tie_order` is (index output, check) for ops whose indices of tied elements are
-    implementation-defined: that output must select the same elements as PyTorch's.
+    `checks` maps an output to its own comparison, for outputs PyTorch defines only up to
+    tie order or sign.
     """
     if len(actual) != len(expected):
         return f"{len(actual)} outputs, expected {len(expected)}"
@@ -203,8 +230,8 @@ def _compare(actual, expected, dtype, values: bool, tolerance=None, tie_order=No
         if not values:
             continue
         got = tu.to_torch(np.array(a))
-        if tie_order and tie_order[0] == i:
-            why = tie_order[1](got, e)
+        if checks and i in checks:
+            why = checks[i](got, e)
             if why:
                 return f"output {i}: {why}"
             continue
@@ -286,7 +313,7 @@ def run_sample(op, sample, dtype, *, decompose: str = "auto") -> Outcome:
         override = TOLERANCE_OVERRIDES.get((opinfo_id(op), dtype))
         why = _compare(
             actual, expected, dtype, values, override[0] if override else None,
-            _tie_order_index(op, sample),
+            {**_tie_order_check(op, sample), **_sign_check(op, sample)},
         )
         if why and dtype in (torch.float16, torch.bfloat16) and opinfo_id(op) in HALF_ACCURACY_REFERENCE:
             closer = _as_accurate_as_torch(module, tensors, actual, expected, dtype)

@@ -10,9 +10,7 @@ EXPECTED_FAILURES: dict[str, str] = {
     ),
     "nn.functional.interpolate.bilinear:torch.uint8": _UINT8_RESIZE,
     "nn.functional.upsample_bilinear:torch.uint8": _UINT8_RESIZE,
-    "_upsample_bilinear2d_aa": (
-        "no lowering yet for aten._upsample_bilinear2d_aa (antialiased resize); the conversion error lists it"
-    ),
+    "_upsample_bilinear2d_aa:torch.uint8": _UINT8_RESIZE,
     "nn.functional.linear_cross_entropy.chunked": (
         "torch_nn._linear_cross_entropy_batch_chunked is a custom op with no decomposition; no lowering yet"
     ),

@@ -1,10 +1,6 @@
 """Expected OpInfo failures owned by the reduction family: {"opinfo_id" or "opinfo_id:torch.dtype": reason}."""
 
 EXPECTED_FAILURES: dict[str, str] = {
-    "linalg.eigh:torch.float32": (
-        "eigenvectors are unique only up to sign; XLA's and PyTorch's LAPACK builds pick "
-        "different signs for some matrices (eigenvalues match)"
-    ),
     **{
         f"matrix_exp:torch.{d}": (
             "PyTorch's degree-18 Taylor scheme and JAX's Pade approximant (expm) round "

@@ -84,6 +84,27 @@ def _linear_taps(in_size, out_size, align_corners, scale, ftype):
     return np.stack([i0, i1], 1), np.stack([ftype(1) - l1, l1], 1)
 
 
+def _antialiased_linear_taps(in_size, out_size, align_corners, scale, ftype):
+    """PyTorch's antialiased (PIL-style) bilinear taps: when downsampling, the triangle filter
+    widens to cover every source pixel under the output pixel. Rows are padded with zero weights."""
+    s = _scale(in_size, out_size, align_corners, scale, ftype)
+    support = s if s >= 1 else ftype(1)
+    inverse = ftype(1) / s if s >= 1 else ftype(1)
+    taps = int(math.ceil(support)) * 2 + 1
+    idx = np.zeros((out_size, taps), np.int64)
+    weights = np.zeros((out_size, taps), ftype)
+    for i in range(out_size):
+        center = s * ftype(i + 0.5)
+        lo = max(int(center - support + ftype(0.5)), 0)
+        hi = min(int(center + support + ftype(0.5)), in_size)
+        j = np.arange(hi - lo)
+        w = np.maximum(ftype(0), ftype(1) - np.abs((j + lo - center + ftype(0.5)) * inverse)).astype(ftype)
+        total = w.sum(dtype=ftype)
+        idx[i, : hi - lo] = j + lo
+        weights[i, : hi - lo] = w / total if total != 0 else w
+    return idx, weights
+
+
 def _cubic_weights(t, ftype):
     a = ftype(_CUBIC_A)
 
@@ -245,6 +266,24 @@ def _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners):
             w = w * (f if k else 1 - f)
         out = out + _gather_taps(x, idx, sizes) * w[:, None]
     return out.astype(input.dtype)
+
+
+@aten("_upsample_bilinear2d_aa.default")
+def aten__upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
+    """_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    ftype = _index_dtype(self.dtype)
+    sizes, scales = self.shape[-2:], (scales_h, scales_w)
+    return _resample(
+        self, 2,
+        lambda i: _antialiased_linear_taps(sizes[i], output_size[i], align_corners, scales[i], ftype),
+    )
+
+
+@aten("_upsample_bilinear2d_aa.vec")
+def aten__upsample_bilinear2d_aa_vec(input, output_size, align_corners, scale_factors):
+    """_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
+    sizes, scales = _out_sizes(input, 2, output_size, scale_factors)
+    return aten__upsample_bilinear2d_aa(input, sizes, align_corners, *scales)
 
 
 @aten("_upsample_nearest_exact1d.vec")
