@@ -12,3 +12,36 @@ from .errors import UnsupportedOpsError as UnsupportedOpsError
 from .model import JaxModel as JaxModel
 
 __version__ = "0.1.0"
+
+
+def eager():
+    """Context manager: within it, `device="jax"` makes PyTorch tensors whose data are jax.Arrays.
+
+    `torch.zeros(3, device="jax")`, `t.to("jax")` and `module.to("jax")` give `JaxTensor`s;
+    every op on them runs jaxport's ATen lowerings on JAX.
+    """
+    from .frontends.eager import eager as _eager
+
+    return _eager()
+
+
+def enable_eager() -> None:
+    """`eager()` for the rest of the program (scripts, notebooks); `disable_eager()` ends it."""
+    from .frontends.eager import enable
+
+    enable()
+
+
+def disable_eager() -> None:
+    from .frontends.eager import disable
+
+    disable()
+
+
+def __getattr__(name: str):
+    # Imported on first use: the eager frontend names torch's PrivateUse1 device "jax".
+    if name == "JaxTensor":
+        from .frontends.eager import JaxTensor
+
+        return JaxTensor
+    raise AttributeError(f"module 'jaxport' has no attribute {name!r}")

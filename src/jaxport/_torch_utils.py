@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -114,3 +115,15 @@ def to_torch(array) -> torch.Tensor:
         bits = np.int16 if host.dtype == np.dtype(jnp.bfloat16) else np.uint8
         return torch.from_numpy(host.view(bits)).view(torch_dtype(host.dtype))
     return torch.from_numpy(host)
+
+
+def functional_variant(op) -> Any:
+    """For an in-place overload like `aten.add_.Tensor`, its functional twin `aten.add.Tensor`."""
+    if not isinstance(op, torch._ops.OpOverload) or not op._schema.is_mutable:
+        return None
+    name = op._opname
+    if not name.endswith("_") or name.startswith("_"):
+        return None
+    packet = getattr(torch.ops.aten, name[:-1], None)
+    return getattr(packet, op._overloadname, None) if packet is not None else None
+

@@ -141,17 +141,6 @@ def _spec(val) -> Any:
 # -- in-place ops --------------------------------------------------------------------------------
 
 
-def _functional_variant(target) -> Any:
-    """For an in-place overload like `aten.add_.Tensor`, its functional twin `aten.add.Tensor`."""
-    if not isinstance(target, torch._ops.OpOverload) or not target._schema.is_mutable:
-        return None
-    name = target._opname
-    if not name.endswith("_") or name.startswith("_"):
-        return None
-    packet = getattr(torch.ops.aten, name[:-1], None)
-    return getattr(packet, target._overloadname, None) if packet is not None else None
-
-
 def _mutated_argument(target) -> int | None:
     for i, a in enumerate(target._schema.arguments):
         if a.alias_info is not None and a.alias_info.is_write:
@@ -169,7 +158,7 @@ def _is_view(node) -> bool:
 
 def _rebindable(node: torch.fx.Node) -> bool:
     """An in-place op jaxport can run as its functional twin: it writes a fresh, unaliased value."""
-    if _functional_variant(node.target) is None:
+    if tu.functional_variant(node.target) is None:
         return False
     index = _mutated_argument(node.target)
     if index is None or index >= len(node.args):
@@ -242,7 +231,7 @@ class _Translator:
         op = op_name(target)
         if _rebindable(node):
             # Run `x.add_(y)` as `add(x, y)`, and let later readers of x read the result.
-            op = str(_functional_variant(target))
+            op = str(tu.functional_variant(target))
             written = node.args[_mutated_argument(target)]
         else:
             written = None
@@ -321,11 +310,11 @@ def _missing_in_graph(ep: ExportedProgram) -> list[OpUse]:
             name = op_name(n.args[1])
         else:
             name = op_name(n.target)
-        if _functional_variant(n.target) is not None:
+        if tu.functional_variant(n.target) is not None:
             if not _rebindable(n):
                 uses.append(OpUse(f"{name} (in-place write through a view)", n.name, _module_path(n), _source(n)))
-            elif str(_functional_variant(n.target)) not in names:
-                uses.append(OpUse(str(_functional_variant(n.target)), n.name, _module_path(n), _source(n)))
+            elif str(tu.functional_variant(n.target)) not in names:
+                uses.append(OpUse(str(tu.functional_variant(n.target)), n.name, _module_path(n), _source(n)))
         elif name not in names:
             uses.append(OpUse(name, n.name, _module_path(n), _source(n)))
     return uses

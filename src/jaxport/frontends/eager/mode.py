@@ -1,0 +1,105 @@
+"""`jaxport.eager()`: factory functions and `.to("jax")` create JaxTensors.
+
+Ops on JaxTensors dispatch through the tensor subclass on their own; what needs
+a mode is creating them. Inside `eager()` a TorchDispatchMode sees every ATen
+call: factory calls with `device="jax"` (`torch.zeros(3, device="jax")`,
+`torch.randn`, `torch.tensor(data, device="jax")`) and copies to the jax device
+(`t.to("jax")`, `module.to("jax")`) produce JaxTensors; everything else runs as
+PyTorch would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+import torch.utils._pytree as pytree
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import tensor as _tensor
+from .tensor import JaxTensor
+
+
+def _on_jax(value) -> bool:
+    if isinstance(value, JaxTensor):
+        return True
+    if isinstance(value, (torch.device, str)):
+        try:
+            return torch.device(value).type == "jax"
+        except RuntimeError:
+            return False
+    return False
+
+
+class _EagerMode(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if any(_on_jax(v) for v in pytree.tree_leaves((args, kwargs))):
+            return _tensor.dispatch(func, args, kwargs)
+        return func(*args, **kwargs)
+
+
+#: Constructors that copy Python or NumPy data: PyTorch builds them on the CPU first (its C++
+#: path would need a device guard the jax device does not have), then they move.
+_DATA_CONSTRUCTORS = frozenset({torch.tensor, torch.as_tensor, torch.asarray, torch.Tensor.new_tensor})
+
+
+class _DataConstructorMode(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _DATA_CONSTRUCTORS and _on_jax(kwargs.get("device")):
+            kwargs = dict(kwargs)
+            kwargs["device"] = "cpu"
+            requires_grad = kwargs.pop("requires_grad", False)
+            out = _tensor.to_jax_device(func(*args, **kwargs))
+            return out.requires_grad_() if requires_grad else out
+        if func is torch.Tensor.to:
+            device, dtype, _non_blocking, _memory_format = torch._C._nn._parse_to(*args[1:], **kwargs)
+            if _on_jax(device) or (device is None and isinstance(args[0], JaxTensor)):
+                source = args[0]
+                if isinstance(source, JaxTensor) and dtype in (None, source.dtype):
+                    return source
+                return _tensor.to_jax_device(source, dtype or source.dtype)
+        return func(*args, **kwargs)
+
+
+class _Modes:
+    """Both modes, entered and left together."""
+
+    def __init__(self):
+        self.stack = contextlib.ExitStack()
+
+    def __enter__(self):
+        self.stack.enter_context(_EagerMode())
+        self.stack.enter_context(_DataConstructorMode())
+        return self
+
+    def __exit__(self, *exc):
+        return self.stack.__exit__(*exc)
+
+
+_global_mode: _Modes | None = None
+
+
+@contextlib.contextmanager
+def eager() -> Iterator[None]:
+    """Within this block, `device="jax"` creates tensors whose data are jax.Arrays."""
+    with _Modes():
+        yield
+
+
+def enable() -> None:
+    """Turn `eager()` on for the rest of the program (scripts and notebooks); `disable()` undoes it."""
+    global _global_mode
+    if _global_mode is None:
+        _global_mode = _Modes()
+        _global_mode.__enter__()
+
+
+def disable() -> None:
+    global _global_mode
+    if _global_mode is not None:
+        _global_mode.__exit__(None, None, None)
+        _global_mode = None

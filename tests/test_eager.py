@@ -1,0 +1,151 @@
+"""The eager frontend: PyTorch code on `device="jax"`, checked against the same code on the CPU."""
+
+from __future__ import annotations
+
+import copy
+
+import jax
+import numpy as np
+import pytest
+import torch
+
+import jaxport
+
+
+@pytest.fixture(autouse=True)
+def _eager():
+    torch.manual_seed(0)
+    with jaxport.eager():
+        yield
+
+
+def _same(got: torch.Tensor, want: torch.Tensor, **tol):
+    assert isinstance(got, jaxport.JaxTensor), type(got)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got.cpu(), want, **tol)
+
+
+def test_factories_and_conversions():
+    z = torch.zeros(2, 3, device="jax")
+    assert isinstance(z, jaxport.JaxTensor) and z.device.type == "jax"
+    _same(torch.arange(6, device="jax").reshape(2, 3), torch.arange(6).reshape(2, 3))
+    _same(torch.tensor([[1.5, 2.0]], device="jax"), torch.tensor([[1.5, 2.0]]))
+    _same(torch.full((2,), 7, device="jax"), torch.full((2,), 7))
+    x = torch.randn(3, 4)
+    xj = x.to("jax")
+    _same(xj, x)
+    assert xj.cpu().device.type == "cpu"
+    assert np.array_equal(xj.numpy(), x.numpy())
+    assert xj.sum().item() == pytest.approx(x.sum().item(), rel=1e-6)
+    assert xj.tolist() == x.tolist()
+    assert isinstance(xj.jax, jax.Array) and xj.jax.shape == (3, 4)
+    assert "device='jax:0'" in repr(xj)
+
+
+def test_ops_keep_pytorch_dtypes_and_promotion():
+    i = torch.tensor([1, 2, 3], device="jax")
+    assert i.dtype == torch.int64
+    assert (i * 2.5).dtype == torch.float32
+    assert (i / 2).dtype == torch.float32
+    assert i.argmax().dtype == torch.int64
+    h = torch.ones(2, dtype=torch.float16, device="jax")
+    assert (h + torch.tensor(1.0, device="jax")).dtype == torch.float16  # 0-d does not promote
+    assert (i > 1).dtype == torch.bool
+
+
+def test_writes_through_views_reach_every_alias():
+    base = torch.arange(12.0).reshape(3, 4)
+    x = base.to("jax")
+    for t in (base, x):
+        t[0].add_(100)
+        t.t()[1].mul_(-1)
+        t.diagonal().zero_()
+        t.narrow(1, 2, 2)[1] = 42.0
+        t.view(12)[-1] = -7.0
+    _same(x, base)
+
+
+def test_views_of_views_and_slices():
+    base = torch.arange(24.0).reshape(2, 3, 4)
+    x = base.to("jax")
+    for t in (base, x):
+        v = t.transpose(0, 2)[1:3].unsqueeze(0)
+        v.fill_(5.0)
+        t[:, ::2, 1] += 0.5
+    _same(x, base)
+
+
+def test_out_arguments_fill_and_resize():
+    a, b = torch.randn(3), torch.randn(3)
+    out = torch.empty(3, device="jax")
+    result = torch.add(a.to("jax"), b.to("jax"), out=out)
+    assert result is out
+    _same(out, a + b)
+    empty = torch.empty(0, device="jax")
+    torch.mul(a.to("jax"), 2, out=empty)
+    _same(empty, a * 2)
+
+
+def test_copy_between_devices():
+    cpu = torch.zeros(3)
+    x = torch.randn(3, device="jax")
+    cpu.copy_(x)
+    torch.testing.assert_close(cpu, x.cpu())
+    y = torch.zeros(3, device="jax")
+    y.copy_(torch.ones(3))
+    _same(y, torch.ones(3))
+
+
+def test_manual_seed_makes_random_ops_reproducible():
+    torch.manual_seed(1)
+    a = torch.randn(5, device="jax")
+    torch.manual_seed(1)
+    b = torch.randn(5, device="jax")
+    c = torch.randn(5, device="jax")
+    assert torch.equal(a.cpu(), b.cpu())
+    assert not torch.equal(b.cpu(), c.cpu())
+
+
+def test_module_to_jax_matches_cpu():
+    ref = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                              torch.nn.LazyLinear(5))
+    x = torch.randn(2, 3, 8, 8)
+    want = ref(x)
+    model = copy.deepcopy(ref).to("jax")
+    assert all(isinstance(p, jaxport.JaxTensor) for p in model.parameters())
+    with torch.no_grad():
+        _same(model(x.to("jax")), want.detach(), rtol=1e-5, atol=1e-5)
+
+
+def test_mlp_trains_like_pytorch():
+    ref = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    model = copy.deepcopy(ref).to("jax")
+    x, y = torch.randn(32, 4), torch.randn(32, 1)
+    xj, yj = x.to("jax"), y.to("jax")
+    opt, opt_ref = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, ref))
+    losses, losses_ref = [], []
+    for _ in range(50):
+        for m, o, inputs, target, record in ((model, opt, xj, yj, losses), (ref, opt_ref, x, y, losses_ref)):
+            loss = torch.nn.functional.mse_loss(m(inputs), target)
+            o.zero_grad()
+            loss.backward()
+            o.step()
+            record.append(loss.item())
+    assert isinstance(model[0].weight.grad, jaxport.JaxTensor)
+    np.testing.assert_allclose(losses, losses_ref, rtol=1e-4, atol=1e-4)
+    assert losses[-1] < losses[0]
+
+
+def test_no_grad_and_requires_grad():
+    w = torch.randn(3, device="jax", requires_grad=True)
+    with torch.no_grad():
+        assert (w * 2).grad_fn is None
+    (w * w).sum().backward()
+    torch.testing.assert_close(w.grad.cpu(), 2 * w.detach().cpu())
+
+
+def test_assert_close_between_jax_tensors():
+    x = torch.randn(4, device="jax")
+    torch.testing.assert_close(x, x.clone())
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(x, x + 1)
