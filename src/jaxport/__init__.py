@@ -9,6 +9,9 @@ from .errors import InputError as InputError
 from .errors import JaxportError as JaxportError
 from .errors import LoweringError as LoweringError
 from .errors import UnsupportedOpsError as UnsupportedOpsError
+from .interop import callback as callback
+from .interop import jax_fn as jax_fn
+from .interop import torch_fn as torch_fn
 from .model import JaxModel as JaxModel
 
 __version__ = "0.1.0"

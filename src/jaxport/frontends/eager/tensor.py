@@ -420,7 +420,15 @@ def _alias(self):
 
 
 def _local_scalar_dense(self):
-    return self.jax.item()
+    value = self.jax
+    if isinstance(value, jax.core.Tracer):
+        raise LoweringError(
+            "a tensor's value was needed as a Python number (`if x.sum() > 0:`, `.item()`, "
+            f"`int(x)`) while jax.jit or another JAX transformation traces the code ({_user_line()}). "
+            "Traced values are known only when the compiled function runs. Express the "
+            "choice with torch.where (or jax.lax.cond in JAX code), or run this code eagerly."
+        )
+    return value.item()
 
 
 def _clone(self, *, memory_format=None):
