@@ -342,3 +342,62 @@ def tested_dtypes(op) -> list[torch.dtype]:
 def samples(op, dtype):
     torch.manual_seed(0)
     return list(op.sample_inputs("cpu", dtype, requires_grad=False))
+
+
+def _eager_outputs(out) -> tuple[list, str]:
+    """(jax values of the JaxTensor outputs, why not when an output is not one)."""
+    from jaxport.frontends.eager import JaxTensor
+
+    values = []
+    for leaf in _flat_outputs(out):
+        if isinstance(leaf, torch.Tensor):
+            if not isinstance(leaf, JaxTensor):
+                return [], f"returned a {type(leaf).__name__} on {leaf.device}, not a JaxTensor"
+            values.append(leaf.jax)
+        else:
+            values.append(leaf)
+    return values, ""
+
+
+def run_sample_eager(op, sample, dtype, *, variant: str = "op") -> Outcome:
+    """Run one OpInfo sample on `device="jax"` through the eager frontend and compare.
+
+    `variant` is "op" (the function), "inplace" (`op_`, compared through the mutated input)
+    or "out" (the `out=` form, given an empty output to resize and fill).
+    """
+    fn = op.op if variant != "inplace" else op.inplace_variant
+    if fn is None:
+        return Outcome("unexportable", f"no {variant} variant")
+    cloned = pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(),
+                                  (sample.input, tuple(sample.args), dict(sample.kwargs)))
+    try:
+        with torch.no_grad():
+            x, args, kwargs = pytree.tree_map_only(torch.Tensor, torch.clone, cloned)
+            expected = fn(x, *args, **kwargs)
+            if variant == "out":
+                expected_out = pytree.tree_map_only(torch.Tensor, lambda t: t.new_empty(0), expected)
+                expected = fn(x, *args, **kwargs, out=expected_out)
+    except Exception as e:
+        return Outcome("unexportable", f"PyTorch eager fails: {type(e).__name__}")
+    expected = _flat_outputs(expected)
+    if any(isinstance(e, torch.Tensor) and (e.is_complex() or e.layout != torch.strided) for e in expected):
+        return Outcome("unexportable", "complex or sparse output")
+    with warnings.catch_warnings(), jaxport.eager():
+        warnings.simplefilter("ignore")
+        try:
+            x, args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.to("jax"), cloned)
+            with torch.no_grad():
+                out = fn(x, *args, **kwargs)
+                if variant == "out":
+                    out_arg = pytree.tree_map_only(torch.Tensor, lambda t: torch.empty(0, dtype=t.dtype, device="jax"),
+                                                   out)
+                    out = fn(x, *args, **kwargs, out=out_arg)
+        except UnsupportedOpsError as e:
+            return Outcome("unconvertible", "missing " + ", ".join(e.ops), tuple(e.ops))
+        except Exception as e:
+            return Outcome("failed", f"eager: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+        actual, why = _eager_outputs(out)
+    if not why:
+        why = _compare(actual, expected, dtype, op.name not in UNCHECKED_VALUES, None,
+                       {**_tie_order_check(op, sample), **_sign_check(op, sample)})
+    return Outcome("failed", f"eager {variant}: {why}") if why else Outcome("passed")

@@ -55,7 +55,9 @@ def summarize(rows: list[dict], level: str) -> str:
     )
     out.append("")
     out.append("Paths: **auto** lowers the exported graph directly and decomposes only ops jaxport lacks "
-               "(the default); **core** decomposes to core ATen first (`run_decompositions()`).")
+               "(the default); **core** decomposes to core ATen first (`run_decompositions()`); "
+               "**eager**, **eager_inplace** and **eager_out** run the sample on `device=\"jax\"` "
+               "through the eager frontend as the function, its in-place variant and its `out=` form.")
     out.append("")
     out.append("Samples PyTorch itself cannot run or `torch.export` cannot capture are counted as "
                "*not exportable* and left out of the pass rate.")
