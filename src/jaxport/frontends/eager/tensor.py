@@ -339,7 +339,13 @@ def dispatch(func, args, kwargs):
         if functional is None:
             raise UnsupportedOpsError([OpUse(str(func), "", "", _user_line())])
         target = args[written]
-        target._write(_compute(functional, args, kwargs).jax)
+        # PyTorch's meta kernel raises PyTorch's error for an invalid in-place op, and says
+        # when a legacy one (addbmm_) resizes its input instead.
+        geometry = _meta_run(func, args, kwargs)
+        value = _compute(functional, args, kwargs)
+        if tuple(geometry.shape) != tuple(target.shape):
+            _resize(target, geometry.shape)
+        target._write(value.jax)
         return target
     return _compute(func, args, kwargs)
 
