@@ -149,3 +149,19 @@ def test_assert_close_between_jax_tensors():
     torch.testing.assert_close(x, x.clone())
     with pytest.raises(AssertionError):
         torch.testing.assert_close(x, x + 1)
+
+
+def test_value_dependent_shapes_run_eagerly():
+    base = torch.tensor([[1.0, -2.0], [0.0, 3.0]])
+    x = base.to("jax")
+    _same(torch.nonzero(x), torch.nonzero(base))
+    _same(x[x > 0], base[base > 0])
+    _same(torch.unique(x), torch.unique(base))
+
+
+def test_missing_op_names_op_and_user_line():
+    x = torch.randn(3, 3, device="jax")
+    with pytest.raises(jaxport.UnsupportedOpsError) as info:
+        torch.linalg.ldl_factor(x @ x.T)
+    message = str(info.value)
+    assert "ldl_factor" in message and "test_eager.py" in message

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import traceback
 from typing import Any
 
 import jax
@@ -155,8 +156,6 @@ class JaxTensor(torch.Tensor):
 
 def _user_line() -> str:
     """The innermost stack frame outside torch and jaxport, as 'file:line in fn'."""
-    import traceback
-
     for frame in reversed(traceback.extract_stack()):
         name = frame.filename.replace("\\", "/")
         if "/torch/" in name or "/jaxport/" in name or "/jax/" in name:
@@ -202,10 +201,32 @@ def _meta_run(func, args, kwargs):
     meta_args, meta_kwargs = pytree.tree_map(_to_meta, (args, kwargs))
     if meta_kwargs.get("device") is not None:
         meta_kwargs["device"] = "meta"
-    out = func(*meta_args, **meta_kwargs)
+    try:
+        out = func(*meta_args, **meta_kwargs)
+    except NotImplementedError:
+        # Ops whose output shape depends on values (nonzero, unique) have no meta kernel.
+        return _VALUE_DEPENDENT
     if key is not None:
+        if len(_META_CACHE) > 100_000:
+            _META_CACHE.clear()
         _META_CACHE[key] = out
     return out
+
+
+#: `_meta_run`'s answer for an op PyTorch cannot run without values.
+_VALUE_DEPENDENT = object()
+
+
+def _probe_dtypes(func, args, kwargs):
+    """Output dtypes of a value-dependent op, from running it on small CPU zeros."""
+    def zeros(v):
+        if isinstance(v, JaxTensor):
+            return torch.zeros(tuple(v.shape), dtype=v.dtype)
+        return v.cpu() if isinstance(v, torch.Tensor) else v
+
+    with torch.utils._python_dispatch._disable_current_modes():
+        out = func(*pytree.tree_map(zeros, args), **pytree.tree_map(zeros, kwargs))
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.dtype, out)
 
 
 def _unwrap(value):
@@ -235,6 +256,9 @@ def _wrap(result, meta):
                 f"lowering returned shape {tuple(array.shape)} where PyTorch gives {tuple(meta.shape)}"
             )
         return JaxTensor.from_array(array, meta.dtype)
+    if isinstance(meta, torch.dtype):  # a value-dependent shape: the lowering's is the answer
+        array = jnp.asarray(result)
+        return JaxTensor.from_array(array.astype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(meta))), meta)
     if isinstance(meta, (list, tuple)):
         return type(meta)(_wrap(r, m) for r, m in zip(result, meta))
     if isinstance(result, jax.Array) and result.ndim == 0:
@@ -267,6 +291,8 @@ def _compute(func, args, kwargs):
             return composite
         raise UnsupportedOpsError([OpUse(str(func), "", "", _user_line())])
     meta = _meta_run(func, args, kwargs)
+    if meta is _VALUE_DEPENDENT:
+        meta = _probe_dtypes(func, args, kwargs)
     lowered_kwargs = {k: _unwrap(v) for k, v in kwargs.items() if k not in _PLACEMENT_KWARGS}
     schema_dtype = any(a.name == "dtype" and a.kwarg_only for a in func._schema.arguments)
     if schema_dtype and lowered_kwargs.get("dtype") is None and isinstance(meta, torch.Tensor):
