@@ -165,3 +165,13 @@ def test_missing_op_names_op_and_user_line():
         torch.linalg.ldl_factor(x @ x.T)
     message = str(info.value)
     assert "ldl_factor" in message and "test_eager.py" in message
+
+
+def test_moving_to_jax_copies():
+    cpu = torch.zeros(3)
+    x = cpu.to("jax")
+    y = torch.empty(3, device="jax")
+    y.copy_(cpu)
+    cpu.add_(1)  # later writes to the CPU tensor must not show through
+    _same(x, torch.zeros(3))
+    _same(y, torch.zeros(3))

@@ -41,12 +41,29 @@ _PLACEMENT_KWARGS = frozenset({"layout", "device", "pin_memory", "memory_format"
 
 
 class Storage:
-    """The flat jax.Array a tensor and all of its views share; in-place ops replace `flat`."""
+    """The values a tensor and all of its views share; in-place ops replace them.
 
-    __slots__ = ("flat",)
+    Kept in the shape of the tensor that created it, so the common case (a
+    contiguous tensor that spans its storage) reads and writes without a
+    reshape; `flat` is the 1-D form views index into.
+    """
 
-    def __init__(self, flat: jax.Array):
-        self.flat = flat
+    __slots__ = ("array",)
+
+    def __init__(self, array: jax.Array):
+        self.array = array
+
+    @property
+    def flat(self) -> jax.Array:
+        return self.array.reshape(-1) if self.array.ndim != 1 else self.array
+
+    @property
+    def numel(self) -> int:
+        return self.array.size
+
+    @property
+    def dtype(self):
+        return self.array.dtype
 
 
 def _contiguous_strides(size) -> tuple[int, ...]:
@@ -87,32 +104,42 @@ class JaxTensor(torch.Tensor):
         if dtype is None:
             dtype = tu.torch_dtype(array.dtype)
         size = tuple(array.shape)
-        return cls(Storage(array.reshape(-1)), size, _contiguous_strides(size), 0, dtype, requires_grad)
+        return cls(Storage(array), size, _contiguous_strides(size), 0, dtype, requires_grad)
 
     # -- values ---------------------------------------------------------------------------------
+
+    def _spans_storage(self) -> bool:
+        """Whether this tensor is its storage, contiguous from offset 0 (no indexing needed)."""
+        return (
+            self.storage_offset() == 0
+            and self.numel() == self._box.numel
+            and self.is_contiguous()
+        )
 
     @property
     def jax(self) -> jax.Array:
         """This tensor's values as a jax.Array (no copy for a tensor that spans its storage)."""
-        flat, size = self._box.flat, tuple(self.shape)
+        array, size = self._box.array, tuple(self.shape)
+        if self._spans_storage():
+            return array if array.shape == size else array.reshape(size)
         stride, offset = tuple(self.stride()), self.storage_offset()
-        numel = math.prod(size)
-        if offset == 0 and numel == flat.shape[0] and stride == _contiguous_strides(size):
-            return flat.reshape(size)
-        if stride == _contiguous_strides(size):
-            return jax.lax.slice(flat, (offset,), (offset + numel,)).reshape(size)
-        return flat[_gather_index(size, stride, offset)]
+        if self.is_contiguous():
+            return jax.lax.slice(self._box.flat, (offset,), (offset + self.numel(),)).reshape(size)
+        return self._box.flat[_gather_index(size, stride, offset)]
 
     def _write(self, value: jax.Array) -> None:
         """Store `value` (broadcast and cast to this tensor) into this window of the storage."""
-        value = jnp.broadcast_to(jnp.asarray(value).astype(self._box.flat.dtype), tuple(self.shape))
-        size, stride, offset = tuple(self.shape), tuple(self.stride()), self.storage_offset()
-        if offset == 0 and math.prod(size) == self._box.flat.shape[0] and stride == _contiguous_strides(size):
-            self._box.flat = value.reshape(-1)
-        else:
-            self._box.flat = self._box.flat.at[_gather_index(size, stride, offset).reshape(-1)].set(
-                value.reshape(-1)
-            )
+        size = tuple(self.shape)
+        value = jnp.asarray(value)
+        if value.dtype != self._box.dtype:
+            value = value.astype(self._box.dtype)
+        if value.shape != size:
+            value = jnp.broadcast_to(value, size)
+        if self._spans_storage():
+            self._box.array = value
+            return
+        index = _gather_index(size, tuple(self.stride()), self.storage_offset()).reshape(-1)
+        self._box.array = self._box.flat.at[index].set(value.reshape(-1))
 
     # -- what PyTorch users call on tensors -----------------------------------------------------
 
@@ -233,8 +260,8 @@ def _unwrap(value):
     """A dispatcher argument as lowerings take it."""
     if isinstance(value, JaxTensor):
         return value.jax
-    if isinstance(value, torch.Tensor):
-        return tu.to_jax(value)
+    if isinstance(value, torch.Tensor):  # a CPU tensor mixed in: copied, as results may alias it
+        return jnp.array(tu.to_jax(value), copy=True)
     if isinstance(value, torch.dtype):
         return np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(value)))
     if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
@@ -248,7 +275,7 @@ def _wrap(result, meta):
     """Lowering results as JaxTensors with PyTorch's dtypes; non-tensors pass through."""
     if isinstance(meta, torch.Tensor):
         want = np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(meta.dtype)))
-        array = jnp.asarray(result)
+        array = result if isinstance(result, jax.Array) else jnp.asarray(result)
         if array.dtype != want:
             array = array.astype(want)
         if tuple(array.shape) != tuple(meta.shape):
@@ -400,7 +427,7 @@ def _resize(tensor: JaxTensor, size) -> None:
         # The wrapper's own (meta) geometry, so torch sees the new size and strides.
         storage = torch.empty(math.prod(size), dtype=tensor.dtype, device="meta").untyped_storage()
         torch.Tensor.set_(tensor, storage, 0, size, strides)
-    tensor._box = Storage(jnp.zeros(math.prod(size), tensor._box.flat.dtype))
+    tensor._box = Storage(jnp.zeros(size, tensor._box.dtype))
 
 
 # -- ops with tensor-level meaning --------------------------------------------------------------
@@ -410,7 +437,9 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non
              memory_format=None):
     dtype = dtype or self.dtype
     target = torch.device(device) if device is not None else JAX_DEVICE
-    value = self.jax if isinstance(self, JaxTensor) else tu.to_jax(self)
+    # `.to()` copies: a jax.Array sharing a CPU tensor's memory (DLPack) would see later
+    # in-place writes to that tensor.
+    value = self.jax if isinstance(self, JaxTensor) else jnp.array(tu.to_jax(self), copy=True)
     if target.type == "jax":
         want = np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(dtype)))
         return JaxTensor.from_array(value.astype(want), dtype)
@@ -438,7 +467,7 @@ class _ToJax(torch.autograd.Function):
 
 
 def _copy_(self, src, non_blocking=False):
-    value = src.jax if isinstance(src, JaxTensor) else tu.to_jax(src)
+    value = src.jax if isinstance(src, JaxTensor) else jnp.array(tu.to_jax(src), copy=True)
     if isinstance(self, JaxTensor):
         self._write(value)
         return self

@@ -1,0 +1,107 @@
+"""Eager dispatch overhead: PyTorch code on `device="jax"` against PyTorch eager and bare JAX.
+
+    python benchmarks/bench_eager.py [--runs 200] [--markdown out.md]
+
+Each row times one workload three ways, one thread each: PyTorch eager on the CPU,
+the same torch code on JaxTensors under `jaxport.eager()`, and the equivalent
+jax.numpy calls run eagerly (the floor a tensor subclass over JAX can approach:
+each op is one JAX dispatch). Per-op figures divide by the ATen ops the workload
+issues. Results are blocked until ready.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+)
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+import warnings  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import torch  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import jaxport  # noqa: E402
+from jaxport.demo import median_seconds  # noqa: E402
+
+torch.set_num_threads(1)
+warnings.filterwarnings("ignore")
+
+
+def _block(out):
+    if isinstance(out, jaxport.JaxTensor):
+        out.jax.block_until_ready()
+    elif isinstance(out, jax.Array):
+        out.block_until_ready()
+    return out
+
+
+def workloads():
+    """(name, ATen ops per call, torch fn, its inputs, jax fn, its inputs)."""
+    torch.manual_seed(0)
+    small = torch.randn(8, 8)
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    x = torch.randn(16, 64)
+    w1, b1, w2, b2 = (jnp.asarray(p.detach().numpy()) for p in mlp.parameters())
+
+    def jax_mlp(v):
+        return jnp.maximum(v @ w1.T + b1, 0) @ w2.T + b2
+
+    return [
+        ("x * 2 + 1 (8x8)", 2, lambda t: t * 2 + 1, (small,), lambda v: v * 2 + 1, (jnp.asarray(small.numpy()),)),
+        ("matmul 64x64", 1, torch.matmul, (a, b), jnp.matmul, (jnp.asarray(a.numpy()), jnp.asarray(b.numpy()))),
+        ("MLP 64-128-10, batch 16", 5, mlp, (x,), jax_mlp, (jnp.asarray(x.numpy()),)),
+    ]
+
+
+def time_workload(torch_fn, torch_args, jax_fn, jax_args, runs: int) -> tuple[float, float, float]:
+    """Median seconds per call: PyTorch eager, the torch code on JaxTensors, bare JAX."""
+    with torch.no_grad():
+        torch_s = median_seconds(lambda: torch_fn(*torch_args), runs)
+        with jaxport.eager():
+            model = torch_fn.to("jax") if isinstance(torch_fn, torch.nn.Module) else torch_fn
+            on_jax = tuple(t.to("jax") for t in torch_args)
+            eager_s = median_seconds(lambda: _block(model(*on_jax)), runs)
+    jax_s = median_seconds(lambda: _block(jax_fn(*jax_args)), runs)
+    return torch_s, eager_s, jax_s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--markdown", help="also write the table here")
+    opts = parser.parse_args()
+    lines = [
+        "| workload | ATen ops | PyTorch eager (µs) | jaxport eager (µs) | bare JAX eager (µs) | jaxport µs/op | JAX µs/op |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, n_ops, torch_fn, torch_args, jax_fn, jax_args in workloads():
+        torch_s, eager_s, jax_s = time_workload(torch_fn, torch_args, jax_fn, jax_args, opts.runs)
+        lines.append(
+            f"| {name} | {n_ops} | {torch_s * 1e6:.1f} | {eager_s * 1e6:.1f} | {jax_s * 1e6:.1f} | "
+            f"{eager_s * 1e6 / n_ops:.1f} | {jax_s * 1e6 / n_ops:.1f} |"
+        )
+        print(lines[-1], flush=True)
+    header = (
+        f"{datetime.date.today()}, {platform.machine()} {os.cpu_count()} cores, one thread each; "
+        f"torch {torch.__version__}, jax {jax.__version__}; median of {opts.runs} runs"
+    )
+    text = header + "\n\n" + "\n".join(lines) + "\n"
+    print()
+    print(text)
+    if opts.markdown:
+        with open(opts.markdown, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
