@@ -105,7 +105,8 @@ def summarize(rows: list[dict], level: str) -> str:
                f"sample; {len([op for op in core if op in passing])} in at least one passing sample.")
     out.append("")
     if missing:
-        out.append("Core overloads no sample exercised: " + ", ".join(f"`{op}`" for op in missing))
+        out.append("Core overloads no sample exercised (`tests/test_ops_direct.py` checks each of them "
+                   "directly against `torch.ops.aten`): " + ", ".join(f"`{op}`" for op in missing))
         out.append("")
     out.append("## Comparisons other than closeness")
     out.append("")

@@ -78,17 +78,39 @@ def aten_histogram_bins_tensor(self, bins, *, weight=None, density=False):
     return hist, bins
 
 
+def _dd_edges(points, bins, value_range):
+    if isinstance(bins, int):
+        bins = [bins] * points.shape[1]
+    return [
+        _uniform_edges(points[:, d], n, None if value_range is None else value_range[2 * d : 2 * d + 2])
+        for d, n in enumerate(bins)
+    ]
+
+
+@aten("_histogramdd_bin_edges.default")
+def aten__histogramdd_bin_edges(self, bins, *, range=None, weight=None, density=False):
+    """_histogramdd_bin_edges(Tensor self, int[] bins, *, float[]? range=None, Tensor? weight=None, bool density=False) -> Tensor[]"""
+    return _dd_edges(self.reshape(-1, self.shape[-1]), bins, range)
+
+
+@aten("_histogramdd_from_bin_cts.default")
+def aten__histogramdd_from_bin_cts(self, bins, *, range=None, weight=None, density=False):
+    """_histogramdd_from_bin_cts(Tensor self, int[] bins, *, float[]? range=None, Tensor? weight=None, bool density=False) -> Tensor"""
+    points = self.reshape(-1, self.shape[-1])
+    return _histogram_nd(points, _dd_edges(points, bins, range), weight, density)
+
+
+@aten("_histogramdd_from_bin_tensors.default")
+def aten__histogramdd_from_bin_tensors(self, bins, *, weight=None, density=False):
+    """_histogramdd_from_bin_tensors(Tensor self, Tensor[] bins, *, Tensor? weight=None, bool density=False) -> Tensor"""
+    return _histogram_nd(self.reshape(-1, self.shape[-1]), list(bins), weight, density)
+
+
 @aten("histogramdd.default", "histogramdd.int_bins")
 def aten_histogramdd(self, bins, range=None, weight=None, density=False):
     """histogramdd(Tensor self, int[] bins, float[]? range=None, Tensor? weight=None, bool density=False) -> (Tensor hist, Tensor[] bin_edges)"""
-    dims = self.shape[-1]
-    points = self.reshape(-1, dims)
-    if isinstance(bins, int):
-        bins = [bins] * dims
-    edges = [
-        _uniform_edges(points[:, d], n, None if range is None else range[2 * d : 2 * d + 2])
-        for d, n in enumerate(bins)
-    ]
+    points = self.reshape(-1, self.shape[-1])
+    edges = _dd_edges(points, bins, range)
     return _histogram_nd(points, edges, weight, density), edges
 
 
