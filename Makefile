@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-full opinfo-report lint bench clean
+.PHONY: setup demo test opinfo-report opinfo-full lint bench clean
 
 setup: $(STAMP)
 
@@ -30,6 +30,12 @@ opinfo-report: setup
 	rm -f build/opinfo.json*; JAXPORT_OPINFO_PATHS=auto,core $(PY) -m pytest -q -n 2 -p no:cacheprovider tests/test_opinfo.py \
 		--opinfo=$(OPINFO_LEVEL) --opinfo-report=build/opinfo.json || true
 	$(PY) -m tests.opinfo.report build/opinfo.json docs/opinfo.md $(OPINFO_LEVEL)
+
+# The full sweep (~117,000 samples, about 5 hours on 2 cores) in parts: rerun until done.
+opinfo-full: setup
+	JAXPORT_OPINFO_PATHS=auto,core $(PY) -m pytest -q -n 2 -p no:cacheprovider tests/test_opinfo.py \
+		--opinfo=full --opinfo-report=build/opinfo-full.json --opinfo-resume || true
+	$(PY) -m tests.opinfo.report build/opinfo-full.json docs/opinfo.md full
 
 lint: setup
 	$(PY) -m ruff check src tests benchmarks

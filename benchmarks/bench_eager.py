@@ -38,7 +38,7 @@ warnings.filterwarnings("ignore")
 
 def _block(out):
     if isinstance(out, jaxport.JaxTensor):
-        out.jax.block_until_ready()
+        out.jax().block_until_ready()
     elif isinstance(out, jax.Array):
         out.block_until_ready()
     return out

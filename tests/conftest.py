@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from pathlib import Path
@@ -14,14 +15,18 @@ def pytest_addoption(parser):
                      choices=["smoke", "wide", "full"], help="OpInfo sweep size (default: smoke)")
     parser.addoption("--opinfo-report", default=os.environ.get("JAXPORT_OPINFO_REPORT"),
                      help="write per-sample OpInfo results as JSON to this path")
+    parser.addoption("--opinfo-resume", action="store_true",
+                     help="skip OpInfo cases the --opinfo-report files already hold (long runs in parts)")
 
 
 class OpInfoRecorder:
     """Appends one JSON line per OpInfo sample to `--opinfo-report` (one file per xdist worker),
-    so even an interrupted run leaves its results."""
+    so even an interrupted run leaves its results; a line {"done": [path, op, dtype]} closes
+    each case, which `--opinfo-resume` then skips."""
 
     def __init__(self):
         self.path: Path | None = None
+        self.finished: set[tuple[str, str, str]] = set()
 
     def configure(self, config) -> None:
         path = config.getoption("--opinfo-report")
@@ -29,11 +34,18 @@ class OpInfoRecorder:
             worker = getattr(config, "workerinput", {}).get("workerid")
             self.path = Path(f"{path}.{worker}" if worker else path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if config.getoption("--opinfo-resume"):
+                for part in glob.glob(path + "*"):
+                    with open(part) as f:
+                        self.finished |= {tuple(row["done"]) for row in map(json.loads, f) if "done" in row}
 
     def record(self, row: dict) -> None:
         if self.path is not None:
             with self.path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
+
+    def done(self, path: str, op: str, dtype: str) -> None:
+        self.record({"done": [path, op, dtype]})
 
 
 OPINFO_RESULTS = OpInfoRecorder()

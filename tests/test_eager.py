@@ -38,7 +38,7 @@ def test_factories_and_conversions():
     assert np.array_equal(xj.numpy(), x.numpy())
     assert xj.sum().item() == pytest.approx(x.sum().item(), rel=1e-6)
     assert xj.tolist() == x.tolist()
-    assert isinstance(xj.jax, jax.Array) and xj.jax.shape == (3, 4)
+    assert isinstance(xj.jax(), jax.Array) and xj.jax().shape == (3, 4)
     assert "device='jax:0'" in repr(xj)
 
 

@@ -43,7 +43,7 @@ def test_jax_fn_module_gives_params_and_pure_apply():
     module = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.LayerNorm(8))
     x = np.random.default_rng(0).standard_normal((2, 4), dtype=np.float32)
     params, apply = jaxport.jax_fn(module)
-    assert set(params) == set(module.state_dict())
+    assert set(params) == set(module.state_dict())  # no buffers or tied weights here
     np.testing.assert_allclose(jax.jit(apply)(params, x), module(torch.from_numpy(x)).detach().numpy(),
                                rtol=1e-5, atol=1e-5)
     grads = jax.grad(lambda p: apply(p, x).sum())(params)

@@ -62,6 +62,8 @@ def pytest_generate_tests(metafunc):
 @pytest.mark.usefixtures("x64_strict")
 def test_opinfo(opinfo_case, request):
     op, dtype, path = opinfo_case
+    if (path, harness.opinfo_id(op), str(dtype)) in OPINFO_RESULTS.finished:
+        pytest.skip("recorded by an earlier part of this run (--opinfo-resume)")
     level = request.config.getoption("--opinfo")
     cases = harness.samples(op, dtype)[: LEVELS[level][path][1]]
     failures = []
@@ -76,6 +78,7 @@ def test_opinfo(opinfo_case, request):
         })
         if outcome.status in ("failed", "unconvertible"):
             failures.append(f"sample {i}: {outcome.detail}")
+    OPINFO_RESULTS.done(path, harness.opinfo_id(op), str(dtype))
     reason = expected_failure(harness.opinfo_id(op), str(dtype), path)
     if reason and failures:
         pytest.xfail(reason)

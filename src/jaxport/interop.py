@@ -36,7 +36,7 @@ def _to_array(value):
     from .frontends.eager import JaxTensor
 
     if isinstance(value, JaxTensor):
-        return value.jax
+        return value.jax()
     if isinstance(value, torch.Tensor):
         return tu.to_jax(value)
     return value
@@ -56,8 +56,8 @@ def jax_fn(torch_callable: Callable | torch.nn.Module):
     """A JAX function (on jax.Arrays and pytrees of them) that runs `torch_callable` on JAX.
 
     For a function, returns a function. For an `nn.Module`, returns `(params, apply)` as
-    `from_torch` does: `params` is `{state_dict name: jax.Array}` and `apply(params, *args,
-    **kwargs)` is pure. Both work under `jax.jit`, `jax.grad`, `jax.vmap` and `jax.jvp`.
+    `from_torch` does: `params` is `{name: jax.Array}` of parameters and buffers (tied
+    weights once) and `apply(params, *args, **kwargs)` is pure. Both work under `jax.jit`, `jax.grad`, `jax.vmap` and `jax.jvp`.
     """
     if isinstance(torch_callable, torch.nn.Module):
         return _module_fn(torch_callable)
@@ -70,7 +70,9 @@ def jax_fn(torch_callable: Callable | torch.nn.Module):
 
 
 def _module_fn(module: torch.nn.Module):
-    params = {name: tu.to_jax(t, what=f"'{name}'") for name, t in module.state_dict(keep_vars=True).items()}
+    # Tied weights appear once, under their first name; functional_call re-ties the others.
+    state = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    params = {name: tu.to_jax(t, what=f"'{name}'") for name, t in state.items()}
 
     def call(state, *args, **kwargs):
         return torch.func.functional_call(module, state, args, kwargs, tie_weights=True, strict=False)

@@ -353,7 +353,7 @@ def _eager_outputs(out) -> tuple[list, str]:
         if isinstance(leaf, torch.Tensor):
             if not isinstance(leaf, JaxTensor):
                 return [], f"returned a {type(leaf).__name__} on {leaf.device}, not a JaxTensor"
-            values.append(leaf.jax)
+            values.append(leaf.jax())
         else:
             values.append(leaf)
     return values, ""

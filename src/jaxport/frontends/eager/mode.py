@@ -33,10 +33,20 @@ def _on_jax(value) -> bool:
     return False
 
 
+def _creates_on_wrapper_device(kwargs) -> bool:
+    """A factory call for the wrapper's dispatcher device (meta): PyTorch's C++ composites
+    (the math path of scaled_dot_product_attention, ...) create their temporaries on the
+    device of a JaxTensor as C++ sees it. Inside eager() they become JaxTensors too."""
+    device = kwargs.get("device")
+    return device is not None and torch.device(device).type == "meta"
+
+
 class _EagerMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if any(_on_jax(v) for v in pytree.tree_leaves((args, kwargs))):
+        if _creates_on_wrapper_device(kwargs) or any(
+            _on_jax(v) for v in pytree.tree_leaves((args, kwargs))
+        ):
             return _tensor.dispatch(func, args, kwargs)
         return func(*args, **kwargs)
 
