@@ -175,3 +175,16 @@ def test_moving_to_jax_copies():
     cpu.add_(1)  # later writes to the CPU tensor must not show through
     _same(x, torch.zeros(3))
     _same(y, torch.zeros(3))
+
+
+@pytest.mark.parametrize("view", [
+    lambda t: t.permute(2, 0, 1),
+    lambda t: t.transpose(0, 2).unsqueeze(1),
+    lambda t: t.unsqueeze(0).transpose(0, 3),
+    lambda t: t.mT[:, 1:],
+    lambda t: t[:, :, ::2].transpose(1, 2),
+    lambda t: t.expand(3, 2, 3, 4)[1],
+])
+def test_reading_views(view):
+    base = torch.arange(24.0).reshape(2, 3, 4)
+    _same(view(base.to("jax")), view(base))

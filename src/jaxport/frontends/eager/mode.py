@@ -42,6 +42,11 @@ def _creates_on_wrapper_device(kwargs) -> bool:
 
 
 class _EagerMode(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Nothing here is traced by TorchDynamo; its per-call guard costs more than our dispatch.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if _creates_on_wrapper_device(kwargs) or any(

@@ -18,6 +18,7 @@ narrower (int64 as int32 when x64 is off).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import traceback
@@ -75,6 +76,18 @@ def _contiguous_strides(size) -> tuple[int, ...]:
 
 
 @functools.lru_cache(maxsize=4096)
+def _dense_permutation(size: tuple, stride: tuple):
+    """(dim order, dense shape) when a view is a permutation of a contiguous layout, else None."""
+    order = sorted(range(len(size)), key=lambda d: (-stride[d], d))
+    dense = tuple(size[d] for d in order)
+    if tuple(stride[d] for d in order if size[d] != 1) != tuple(
+        s for s, n in zip(_contiguous_strides(dense), dense) if n != 1
+    ):
+        return None
+    return tuple(order), dense
+
+
+@functools.lru_cache(maxsize=4096)
 def _gather_index(size: tuple, stride: tuple, offset: int) -> np.ndarray:
     """Flat storage positions of a strided view, in row-major order of the view."""
     index = np.full((), offset, np.int64)
@@ -100,7 +113,8 @@ class JaxTensor(torch.Tensor):
     @classmethod
     def from_array(cls, array, dtype: torch.dtype | None = None, requires_grad=False) -> JaxTensor:
         """A contiguous JaxTensor holding `array` (no copy); `dtype` is its torch dtype."""
-        array = jnp.asarray(array)
+        if not isinstance(array, jax.Array):
+            array = jnp.asarray(array)
         if dtype is None:
             dtype = tu.torch_dtype(array.dtype)
         size = tuple(array.shape)
@@ -128,6 +142,11 @@ class JaxTensor(torch.Tensor):
         stride, offset = tuple(self.stride()), self.storage_offset()
         if self.is_contiguous():
             return jax.lax.slice(self._box.flat, (offset,), (offset + self.numel(),)).reshape(size)
+        if offset == 0 and self.numel() == self._box.numel:
+            permutation = _dense_permutation(size, stride)
+            if permutation is not None:  # a transpose/permute of the whole storage
+                order, dense = permutation
+                return self._box.array.reshape(dense).transpose(np.argsort(order))
         return self._box.flat[_gather_index(size, stride, offset)]
 
     def _write(self, value: jax.Array) -> None:
@@ -309,9 +328,29 @@ def _view(func, args, kwargs):
     return share(meta)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Lowered:
+    """What `_compute` needs to know about an op, worked out once per overload."""
+
+    lowering: Any
+    fills_dtype: bool  # a kwarg-only `dtype=` PyTorch defaults from the output
+    rng_keyword: str | None
+
+
+@functools.cache
+def _lowered(func) -> _Lowered:
+    name = str(func)
+    return _Lowered(
+        registry.lookup(name),
+        any(a.name == "dtype" and a.kwarg_only for a in func._schema.arguments),
+        registry.random_keyword(name),
+    )
+
+
 def _compute(func, args, kwargs):
     """Run `func`'s lowering (or PyTorch's decomposition of it); JaxTensor results."""
-    lowering = registry.lookup(str(func))
+    plan = _lowered(func)
+    lowering = plan.lowering
     if lowering is None:
         decomposition = torch._decomp.decomposition_table.get(func)
         if decomposition is not None:
@@ -324,12 +363,10 @@ def _compute(func, args, kwargs):
     if meta is _VALUE_DEPENDENT:
         meta = _probe_dtypes(func, args, kwargs)
     lowered_kwargs = {k: _unwrap(v) for k, v in kwargs.items() if k not in _PLACEMENT_KWARGS}
-    schema_dtype = any(a.name == "dtype" and a.kwarg_only for a in func._schema.arguments)
-    if schema_dtype and lowered_kwargs.get("dtype") is None and isinstance(meta, torch.Tensor):
+    if plan.fills_dtype and lowered_kwargs.get("dtype") is None and isinstance(meta, torch.Tensor):
         lowered_kwargs["dtype"] = np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(meta.dtype)))
-    rng_keyword = registry.random_keyword(str(func))
-    if rng_keyword:
-        lowered_kwargs[rng_keyword] = _next_key(kwargs.get("generator"))
+    if plan.rng_keyword:
+        lowered_kwargs[plan.rng_keyword] = _next_key(kwargs.get("generator"))
     lowered_kwargs.pop("generator", None)
     try:
         result = lowering(*_unwrap(tuple(args)), **lowered_kwargs)
@@ -379,17 +416,31 @@ def _functional_sibling(func):
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class _Kind:
+    """How `dispatch` treats an overload, worked out once per overload."""
+
+    special: Any  # a tensor-level handler, or None
+    is_view: bool
+    out_names: tuple[str, ...]  # the `out=` arguments of an .out overload
+    written: int | None  # the argument an in-place op writes
+
+
+@functools.cache
+def _kind(func) -> _Kind:
+    return _Kind(_SPECIAL.get(func), func.is_view, tuple(_out_arguments(func)), _written_argument(func))
+
+
 def dispatch(func, args, kwargs):
     """Run one ATen call on JaxTensors with PyTorch's semantics."""
-    special = _SPECIAL.get(func)
-    if special is not None:
-        return special(*args, **kwargs)
-    if func.is_view:
+    kind = _kind(func)
+    if kind.special is not None:
+        return kind.special(*args, **kwargs)
+    if kind.is_view:
         return _view(func, args, kwargs)
-    out_names = _out_arguments(func)
-    if out_names:
-        return _run_out(func, args, kwargs, out_names)
-    written = _written_argument(func)
+    if kind.out_names:
+        return _run_out(func, args, kwargs, list(kind.out_names))
+    written = kind.written
     if written is not None:
         functional = tu.functional_variant(func)
         if functional is None:
