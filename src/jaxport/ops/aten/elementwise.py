@@ -154,6 +154,12 @@ def aten_addcmul(self, tensor1, tensor2, *, value=1):
     return _compute(lambda s, a, b: s + jnp.asarray(value, s.dtype) * a * b, dtype, self, tensor1, tensor2)
 
 
+@aten("allclose.default")
+def aten_allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """allclose(Tensor self, Tensor other, float rtol=1.0000000000000001e-05, float atol=1e-08, bool equal_nan=False) -> bool"""
+    return jnp.all(aten_isclose(self, other, rtol, atol, equal_nan))
+
+
 @aten("atan2.default")
 def aten_atan2(self, other):
     """atan2(Tensor self, Tensor other) -> Tensor"""
@@ -287,6 +293,14 @@ def aten_eq(self, other):
     """eq.Tensor(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(self, other)
     return self == other
+
+
+@aten("equal.default")
+def aten_equal(self, other):
+    """equal(Tensor self, Tensor other) -> bool"""
+    if self.shape != other.shape:
+        return jnp.asarray(False)
+    return jnp.all(self == other)
 
 
 @aten("float_power.Tensor_Tensor", "float_power.Tensor_Scalar", "float_power.Scalar")
