@@ -98,3 +98,18 @@ def test_dynamic_batch():
     model = jaxport.from_torch(module, (x,), {"y": y}, dynamic_shapes={"x": {0: batch}, "y": None})
     x7 = torch.randn(7, 4)
     np.testing.assert_allclose(np.asarray(model(x7, y=y)["h"]), module(x7, y=y)["h"].detach().numpy(), rtol=1e-5)
+
+
+def test_scalar_constants_do_not_cross_x64_modes():
+    """A jitted model must not reuse arrays made under the other x64 mode (a cache of scalar
+    constants once did, and XLA then expected an argument that was never passed)."""
+    old = jax.config.jax_enable_x64
+    try:
+        for x64, dtype in ((True, torch.float32), (True, torch.float64), (False, torch.float32)):
+            jax.config.update("jax_enable_x64", x64)
+            model = jaxport.from_torch(Doubles(), (torch.randn(3, dtype=dtype),))
+            for _ in range(2):
+                out = model(torch.ones(3, dtype=dtype))
+            np.testing.assert_allclose(np.asarray(out), Doubles()(torch.ones(3, dtype=dtype)).numpy())
+    finally:
+        jax.config.update("jax_enable_x64", old)

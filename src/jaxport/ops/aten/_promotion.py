@@ -12,8 +12,6 @@ which JAX narrows to int32 unless x64 mode is on.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -104,17 +102,7 @@ def as_array(x, dtype) -> jax.Array:
     """`x` (array or Python scalar) as an array of `dtype`."""
     if isinstance(x, jax.Array):
         return x if x.dtype == dtype else x.astype(dtype)
-    if isinstance(x, (bool, int, float)):
-        # float.hex keeps -0.0 and 0.0 (equal as keys) apart.
-        return _scalar_array(x.hex() if isinstance(x, float) else x, type(x), np.dtype(dtype))
     return jnp.asarray(x, dtype=dtype)
-
-
-@functools.lru_cache(maxsize=1024)
-def _scalar_array(key, kind, dtype) -> jax.Array:
-    """A Python scalar as a (cached, immutable) array: creating one costs more than the op using it."""
-    value = float.fromhex(key) if kind is float else kind(key)
-    return jnp.asarray(value, dtype=dtype)
 
 
 def promote(*operands):
