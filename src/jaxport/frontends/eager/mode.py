@@ -100,7 +100,12 @@ _global_mode: _Modes | None = None
 
 @contextlib.contextmanager
 def eager() -> Iterator[None]:
-    """Within this block, `device="jax"` creates tensors whose data are jax.Arrays."""
+    """Within this block, `device="jax"` creates tensors whose data are jax.Arrays.
+
+    PyTorch's dispatcher sees a JaxTensor on the `meta` device, so tensors created for
+    `meta` inside the block (PyTorch's own temporaries, mostly) become JaxTensors too;
+    create genuine meta tensors outside it.
+    """
     with _Modes():
         yield
 
