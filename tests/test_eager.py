@@ -188,3 +188,32 @@ def test_moving_to_jax_copies():
 def test_reading_views(view):
     base = torch.arange(24.0).reshape(2, 3, 4)
     _same(view(base.to("jax")), view(base))
+
+
+def _both(base: torch.Tensor, program) -> None:
+    """Run `program` on a CPU tensor and on its copy on the jax device; they must agree."""
+    x = base.to("jax")
+    program(base)
+    program(x)
+    _same(x, base)
+
+
+@pytest.mark.parametrize("program", [
+    pytest.param(lambda t: t.view(6, 4)[::2].view(3, 2, 2)[1].zero_(), id="view-of-view"),
+    pytest.param(lambda t: t[1:, 1:3].mul_(10), id="slice-inplace"),
+    pytest.param(lambda t: t.unfold(1, 2, 1)[0].fill_(3), id="unfold-overlap"),
+    pytest.param(lambda t: torch.add(t[0], 1, out=t[1]), id="out-into-view"),
+    pytest.param(lambda t: t.T.contiguous().add_(1), id="contiguous-copy-is-not-alias"),
+    pytest.param(lambda t: t.select(1, 2).copy_(torch.arange(4.0)), id="copy-from-cpu-into-view"),
+    pytest.param(lambda t: t.view(2, 3, 4).transpose(0, 2).narrow(1, 1, 1).neg_(), id="narrow-of-transpose"),
+    pytest.param(lambda t: t.as_strided((2, 2), (1, 4), 1).clamp_(max=0), id="as-strided"),
+])
+def test_aliasing_follows_pytorch(program):
+    _both(torch.arange(24.0).reshape(4, 6), program)
+
+
+def test_copy_from_jax_view_to_cpu():
+    x = torch.arange(12.0).reshape(3, 4).to("jax")
+    cpu = torch.zeros(3)
+    cpu.copy_(x.t()[1])
+    torch.testing.assert_close(cpu, torch.arange(12.0).reshape(3, 4).t()[1])
