@@ -26,6 +26,11 @@ from ._promotion import (
 from .reduction import p_norm
 
 
+def _scalar_as(value, dtype):
+    """A Python scalar in `dtype` as PyTorch casts it: out-of-range integers wrap (-3 in uint8 is 253)."""
+    return jnp.asarray(np.asarray(value).astype(dtype))
+
+
 def _compute(fn, dtype, *operands):
     """`fn` over the operands cast to `dtype`'s opmath type; the result cast to `dtype`."""
     compute = opmath_type(dtype)
@@ -134,7 +139,7 @@ def aten_add(self, other, alpha=1):
         return self | other if alpha else self
     if alpha == 1:
         return _compute(lambda a, b: a + b, dtype, self, other)
-    return _compute(lambda a, b: a + jnp.asarray(alpha, a.dtype) * b, dtype, self, other)
+    return _compute(lambda a, b: a + _scalar_as(alpha, a.dtype) * b, dtype, self, other)
 
 
 @aten("addcdiv.default")
@@ -798,7 +803,7 @@ def aten_sub(self, other, alpha=1):
     dtype = result_type(self, other)
     if alpha == 1:
         return _compute(lambda a, b: a - b, dtype, self, other)
-    return _compute(lambda a, b: a - jnp.asarray(alpha, a.dtype) * b, dtype, self, other)
+    return _compute(lambda a, b: a - _scalar_as(alpha, a.dtype) * b, dtype, self, other)
 
 
 @aten("where.self", "where.ScalarOther", "where.ScalarSelf", "where.Scalar")
