@@ -197,7 +197,18 @@ def aten_lift_fresh_copy(self):
 @aten("linspace.default")
 def aten_linspace(start, end, steps, *, dtype=None):
     """linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    return _constant(_linspace(start, end, steps), _float_dtype(dtype))
+    dtype = _float_dtype(dtype)
+    if jnp.issubdtype(dtype, jnp.integer):
+        # PyTorch casts start and end to the integer type first, then steps in float64.
+        return _constant(_linspace(int(start), int(end), steps), dtype)
+    # Floating outputs: every step is computed and rounded in the output dtype itself.
+    start, end = np.asarray(start, dtype), np.asarray(end, dtype)
+    if steps <= 1:
+        return jnp.asarray(np.full(steps, start, dtype))
+    step = (end - start) / np.asarray(steps - 1, dtype)
+    i = np.arange(steps).astype(dtype)
+    back = np.asarray(steps - 1 - np.arange(steps)).astype(dtype)
+    return jnp.asarray(np.where(np.arange(steps) < steps // 2, start + step * i, end - step * back))
 
 
 def _linspace(start, end, steps):
