@@ -18,8 +18,6 @@ os.environ["XLA_FLAGS"] = (
 )
 
 import argparse  # noqa: E402
-import datetime  # noqa: E402
-import platform  # noqa: E402
 import sys  # noqa: E402
 import warnings  # noqa: E402
 
@@ -30,6 +28,7 @@ import torch  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import jaxport  # noqa: E402
+from _report import publish  # noqa: E402
 from jaxport.demo import median_seconds  # noqa: E402
 
 torch.set_num_threads(1)
@@ -91,16 +90,7 @@ def main() -> None:
             f"{eager_s * 1e6 / n_ops:.1f} | {jax_s * 1e6 / n_ops:.1f} |"
         )
         print(lines[-1], flush=True)
-    header = (
-        f"{datetime.date.today()}, {platform.machine()} {os.cpu_count()} cores, one thread each; "
-        f"torch {torch.__version__}, jax {jax.__version__}; median of {opts.runs} runs"
-    )
-    text = header + "\n\n" + "\n".join(lines) + "\n"
-    print()
-    print(text)
-    if opts.markdown:
-        with open(opts.markdown, "w") as f:
-            f.write(text)
+    publish("\n".join(lines), opts.runs, opts.markdown)
 
 
 if __name__ == "__main__":

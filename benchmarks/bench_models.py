@@ -20,8 +20,6 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import argparse  # noqa: E402
-import datetime  # noqa: E402
-import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
@@ -34,6 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tests.models.zoo import MODELS  # noqa: E402
 
 import jaxport  # noqa: E402
+from _report import publish  # noqa: E402
 from jaxport.demo import median_seconds  # noqa: E402
 
 torch.set_num_threads(1)
@@ -90,16 +89,7 @@ def main() -> None:
     for name in opts.models:
         rows.append(bench(name, opts.runs))
         print(table(rows[-1:]).splitlines()[-1], flush=True)
-    header = (
-        f"{datetime.date.today()}, {platform.machine()} {os.cpu_count()} cores, one thread each; "
-        f"torch {torch.__version__}, jax {jax.__version__}; median of {opts.runs} runs"
-    )
-    text = header + "\n\n" + table(rows) + "\n"
-    print()
-    print(text)
-    if opts.markdown:
-        with open(opts.markdown, "w") as f:
-            f.write(text)
+    publish(table(rows), opts.runs, opts.markdown)
 
 
 if __name__ == "__main__":

@@ -127,3 +127,16 @@ def functional_variant(op) -> Any:
     packet = getattr(torch.ops.aten, name[:-1], None)
     return getattr(packet, op._overloadname, None) if packet is not None else None
 
+
+def written_argument(op) -> int | None:
+    """The position of the argument an in-place overload writes (`self` of `add_`), else None."""
+    for i, a in enumerate(op._schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write and not a.kwarg_only:
+            return i
+    return None
+
+
+#: Keyword arguments that say where or how a tensor is stored, never what it holds: lowerings
+#: never see them.
+PLACEMENT_KWARGS = frozenset({"layout", "device", "pin_memory", "memory_format", "non_blocking"})
+

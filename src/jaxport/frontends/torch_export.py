@@ -27,9 +27,6 @@ from ..errors import ExportError, OpUse, UnsupportedOpsError
 from ..ops import registry
 from ..program import Input, Node, Program, Ref, TensorSpec
 
-# Keyword arguments that say where or how a tensor is stored, never what it holds.
-_PLACEMENT_KWARGS = frozenset({"layout", "device", "pin_memory", "memory_format", "non_blocking"})
-
 
 def export(
     module: torch.nn.Module,
@@ -141,13 +138,6 @@ def _spec(val) -> Any:
 # -- in-place ops --------------------------------------------------------------------------------
 
 
-def _mutated_argument(target) -> int | None:
-    for i, a in enumerate(target._schema.arguments):
-        if a.alias_info is not None and a.alias_info.is_write:
-            return i
-    return None
-
-
 def _is_view(node) -> bool:
     target = getattr(node, "target", None)
     if not isinstance(target, torch._ops.OpOverload):
@@ -160,7 +150,7 @@ def _rebindable(node: torch.fx.Node) -> bool:
     """An in-place op jaxport can run as its functional twin: it writes a fresh, unaliased value."""
     if tu.functional_variant(node.target) is None:
         return False
-    index = _mutated_argument(node.target)
+    index = tu.written_argument(node.target)
     if index is None or index >= len(node.args):
         return False
     written = node.args[index]
@@ -197,7 +187,7 @@ class _Translator:
         return value
 
     def kwargs(self, node: torch.fx.Node) -> dict:
-        kwargs = {k: self.arg(v) for k, v in node.kwargs.items() if k not in _PLACEMENT_KWARGS}
+        kwargs = {k: self.arg(v) for k, v in node.kwargs.items() if k not in tu.PLACEMENT_KWARGS}
         target = node.target
         # Fill an omitted `dtype=` from the recorded output, so lowerings never guess torch defaults.
         if isinstance(target, torch._ops.OpOverload) and kwargs.get("dtype") is None:
@@ -232,7 +222,7 @@ class _Translator:
         if _rebindable(node):
             # Run `x.add_(y)` as `add(x, y)`, and let later readers of x read the result.
             op = str(tu.functional_variant(target))
-            written = node.args[_mutated_argument(target)]
+            written = node.args[tu.written_argument(target)]
         else:
             written = None
         name = prefix + node.name
@@ -263,7 +253,7 @@ class _Translator:
                 name=name,
                 op=op_name(inner),
                 args=tuple(self.arg(a) for a in args),
-                kwargs={k: self.arg(v) for k, v in node.kwargs.items() if k not in _PLACEMENT_KWARGS},
+                kwargs={k: self.arg(v) for k, v in node.kwargs.items() if k not in tu.PLACEMENT_KWARGS},
                 expected=_spec(val[1] if isinstance(val, (tuple, list)) and len(val) == 2 else None),
                 module_path=_module_path(node),
                 source=_source(node),

@@ -38,8 +38,6 @@ from ...ops import registry
 _WRAPPER_DEVICE = torch.device("meta")
 JAX_DEVICE = torch.device("jax", 0)  # valid once eager/__init__ renames PrivateUse1 to "jax"
 
-_PLACEMENT_KWARGS = frozenset({"layout", "device", "pin_memory", "memory_format", "non_blocking"})
-
 
 class Storage:
     """The values a tensor and all of its views share; in-place ops replace them.
@@ -362,7 +360,7 @@ def _compute(func, args, kwargs):
     meta = _meta_run(func, args, kwargs)
     if meta is _VALUE_DEPENDENT:
         meta = _probe_dtypes(func, args, kwargs)
-    lowered_kwargs = {k: _unwrap(v) for k, v in kwargs.items() if k not in _PLACEMENT_KWARGS}
+    lowered_kwargs = {k: _unwrap(v) for k, v in kwargs.items() if k not in tu.PLACEMENT_KWARGS}
     if plan.fills_dtype and lowered_kwargs.get("dtype") is None and isinstance(meta, torch.Tensor):
         lowered_kwargs["dtype"] = np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(meta.dtype)))
     if plan.rng_keyword:
@@ -387,13 +385,6 @@ def _next_key(generator: torch.Generator | None = None) -> jax.Array:
     with torch.utils._python_dispatch._disable_current_modes():
         seed = torch.empty((), dtype=torch.int64).random_(generator=generator).item()
     return jax.random.key(seed % (2**32))
-
-
-def _written_argument(func) -> int | None:
-    for i, a in enumerate(func._schema.arguments):
-        if a.alias_info is not None and a.alias_info.is_write and not a.kwarg_only:
-            return i
-    return None
 
 
 def _out_arguments(func) -> list[str]:
@@ -428,7 +419,7 @@ class _Kind:
 
 @functools.cache
 def _kind(func) -> _Kind:
-    return _Kind(_SPECIAL.get(func), func.is_view, tuple(_out_arguments(func)), _written_argument(func))
+    return _Kind(_SPECIAL.get(func), func.is_view, tuple(_out_arguments(func)), tu.written_argument(func))
 
 
 def dispatch(func, args, kwargs):
