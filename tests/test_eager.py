@@ -209,7 +209,9 @@ def _both(base: torch.Tensor, program) -> None:
     pytest.param(lambda t: t.as_strided((2, 2), (1, 4), 1).clamp_(max=0), id="as-strided"),
 ])
 def test_aliasing_follows_pytorch(program):
-    _both(torch.arange(24.0).reshape(4, 6), program)
+    # Three rounds: from the second sighting of a call signature on, it runs compiled.
+    for _ in range(3):
+        _both(torch.arange(24.0).reshape(4, 6), program)
 
 
 def test_copy_from_jax_view_to_cpu():
@@ -217,3 +219,51 @@ def test_copy_from_jax_view_to_cpu():
     cpu = torch.zeros(3)
     cpu.copy_(x.t()[1])
     torch.testing.assert_close(cpu, torch.arange(12.0).reshape(3, 4).t()[1])
+
+
+# -- compiled calls: a signature seen twice runs as one jitted function from then on --------
+
+
+def test_compiled_calls_take_each_call_s_own_tensors():
+    x, y = torch.tensor([1.0, 2.0]).to("jax"), torch.tensor([1.0, 3.0]).to("jax")
+    for _ in range(3):
+        _same(torch.eq(x, x), torch.tensor([True, True]))
+    _same(torch.eq(x, y), torch.tensor([True, False]))
+    for _ in range(3):
+        y.add_(x, alpha=2)
+    _same(y, torch.tensor([7.0, 15.0]))
+
+
+def test_compiled_calls_tell_scalars_apart():
+    x = torch.ones(3).to("jax")
+    for _ in range(3):
+        _same(x * 2, torch.full((3,), 2.0))
+    _same(x * 3, torch.full((3,), 3.0))
+    for _ in range(3):
+        assert not torch.signbit(x * 0.0).any()
+    assert torch.signbit(x * -0.0).all()
+    _same(x * True, torch.ones(3))
+    _same(torch.ones(3, dtype=torch.int32).to("jax") * 2.5, torch.full((3,), 2.5))
+
+
+def test_compiled_calls_follow_x64_mode():
+    x = torch.tensor([2**31 - 1], dtype=torch.int64).to("jax")
+    for _ in range(3):
+        assert (x + 1).jax().dtype == (np.int64 if jax.config.jax_enable_x64 else np.int32)
+    with jax.enable_x64(not jax.config.jax_enable_x64):
+        y = torch.tensor([2**31 - 1], dtype=torch.int64).to("jax")
+        for _ in range(3):
+            got = (y + 1).jax()
+        assert got.dtype == (np.int64 if jax.config.jax_enable_x64 else np.int32)
+
+
+def test_compiled_calls_stay_traceable():
+    def f(a):
+        return a * 2 + 1
+
+    x = torch.ones(2).to("jax")
+    for _ in range(3):
+        f(x)
+    traced = jaxport.jax_fn(f)
+    np.testing.assert_allclose(jax.jit(traced)(jax.numpy.arange(2.0)), [1.0, 3.0])
+    np.testing.assert_allclose(jax.grad(lambda v: traced(v).sum())(jax.numpy.arange(2.0)), [2.0, 2.0])

@@ -14,22 +14,31 @@ import contextlib
 from collections.abc import Iterator
 
 import torch
-import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import tensor as _tensor
+from . import dispatch as _dispatch
 from .tensor import JaxTensor
 
 
 def _on_jax(value) -> bool:
     if isinstance(value, JaxTensor):
         return True
-    if isinstance(value, (torch.device, str)):
-        try:
-            return torch.device(value).type == "jax"
-        except RuntimeError:
-            return False
+    if isinstance(value, torch.device):
+        return value.type == "jax"
+    if isinstance(value, str):
+        return value == "jax" or value.startswith("jax:")
+    return False
+
+
+def _mentions_jax(values) -> bool:
+    """Whether any argument (or list element) is a JaxTensor or names the jax device."""
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            if _mentions_jax(value):
+                return True
+        elif _on_jax(value):
+            return True
     return False
 
 
@@ -49,10 +58,8 @@ class _EagerMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if _creates_on_wrapper_device(kwargs) or any(
-            _on_jax(v) for v in pytree.tree_leaves((args, kwargs))
-        ):
-            return _tensor.dispatch(func, args, kwargs)
+        if _creates_on_wrapper_device(kwargs) or _mentions_jax(args) or _mentions_jax(kwargs.values()):
+            return _dispatch.dispatch(func, args, kwargs)
         return func(*args, **kwargs)
 
 
@@ -68,7 +75,7 @@ class _DataConstructorMode(TorchFunctionMode):
             kwargs = dict(kwargs)
             kwargs["device"] = "cpu"
             requires_grad = kwargs.pop("requires_grad", False)
-            out = _tensor.to_jax_device(func(*args, **kwargs))
+            out = _dispatch.to_jax_device(func(*args, **kwargs))
             return out.requires_grad_() if requires_grad else out
         if func is torch.Tensor.to:
             device, dtype, _non_blocking, _memory_format = torch._C._nn._parse_to(*args[1:], **kwargs)
@@ -76,7 +83,7 @@ class _DataConstructorMode(TorchFunctionMode):
                 source = args[0]
                 if isinstance(source, JaxTensor) and dtype in (None, source.dtype):
                     return source
-                return _tensor.to_jax_device(source, dtype or source.dtype)
+                return _dispatch.to_jax_device(source, dtype or source.dtype)
         return func(*args, **kwargs)
 
 

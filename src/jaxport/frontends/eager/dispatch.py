@@ -1,0 +1,627 @@
+"""Running ATen calls on JaxTensors: `dispatch` is what `JaxTensor.__torch_dispatch__` calls.
+
+Each call runs the op's lowering from the library the graph path uses, with
+PyTorch's semantics around it: output dtypes and shapes from PyTorch's meta
+kernels, views sharing storage, in-place and `out=` writes through every alias.
+
+A call signature seen more than once (the same op on tensors of the same shapes
+and dtypes, with the same non-tensor arguments: the steady state of a training
+loop or a model's forward) is compiled with `jax.jit`, with the non-tensor
+arguments baked in. After that, one call costs one compiled-function dispatch
+instead of the op-by-op JAX calls and dtype bookkeeping of the first run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import traceback
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+import torch.utils._pytree as pytree
+
+from ... import _torch_utils as tu
+from ...errors import LoweringError, OpUse, UnsupportedOpsError
+from ...ops import registry
+from .tensor import JAX_DEVICE, JaxTensor, Storage, _contiguous_strides, read_window, write_window
+
+
+def _user_line() -> str:
+    """The innermost stack frame outside torch and jaxport, as 'file:line in fn'."""
+    for frame in reversed(traceback.extract_stack()):
+        name = frame.filename.replace("\\", "/")
+        if "/torch/" in name or "/jaxport/" in name or "/jax/" in name:
+            continue
+        return f"{frame.filename}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
+    return ""
+
+
+def _to_meta(value):
+    if isinstance(value, JaxTensor):
+        return torch.empty_strided(
+            tuple(value.shape), tuple(value.stride()), dtype=value.dtype, device="meta"
+        ).as_strided(tuple(value.shape), tuple(value.stride()), value.storage_offset())
+    if isinstance(value, torch.Tensor):
+        return value.to("meta")
+    return value
+
+
+def _meta_key(value):
+    if isinstance(value, torch.Tensor):
+        return ("T", tuple(value.shape), tuple(value.stride()), value.storage_offset(), value.dtype)
+    if isinstance(value, (list, tuple)):
+        return tuple(_meta_key(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _meta_key(v)) for k, v in value.items()))
+    if isinstance(value, (int, float, bool, str, type(None), torch.dtype, torch.device,
+                          torch.layout, torch.memory_format)):
+        return (type(value), value)
+    raise TypeError  # uncacheable
+
+
+_META_CACHE: dict[Any, Any] = {}
+
+
+def _meta_run(func, args, kwargs):
+    """The op run on meta tensors: PyTorch's output shapes, strides and dtypes."""
+    try:
+        key = (func, _meta_key(args), _meta_key(kwargs))
+    except TypeError:
+        key = None
+    if key is not None and key in _META_CACHE:
+        return _META_CACHE[key]
+    meta_args, meta_kwargs = pytree.tree_map(_to_meta, (args, kwargs))
+    if meta_kwargs.get("device") is not None:
+        meta_kwargs["device"] = "meta"
+    try:
+        out = func(*meta_args, **meta_kwargs)
+    except NotImplementedError:
+        # Ops whose output shape depends on values (nonzero, unique) have no meta kernel.
+        return _VALUE_DEPENDENT
+    if key is not None:
+        if len(_META_CACHE) > 100_000:
+            _META_CACHE.clear()
+        _META_CACHE[key] = out
+    return out
+
+
+#: `_meta_run`'s answer for an op PyTorch cannot run without values.
+_VALUE_DEPENDENT = object()
+
+
+def _probe_dtypes(func, args, kwargs):
+    """Output dtypes of a value-dependent op, from running it on small CPU zeros."""
+    def zeros(v):
+        if isinstance(v, JaxTensor):
+            return torch.zeros(tuple(v.shape), dtype=v.dtype)
+        return v.cpu() if isinstance(v, torch.Tensor) else v
+
+    with torch.utils._python_dispatch._disable_current_modes():
+        out = func(*pytree.tree_map(zeros, args), **pytree.tree_map(zeros, kwargs))
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.dtype, out)
+
+
+def _unwrap(value):
+    """A dispatcher argument as lowerings take it."""
+    if isinstance(value, JaxTensor):
+        return value.jax()
+    if isinstance(value, torch.Tensor):  # a CPU tensor mixed in: copied, as results may alias it
+        return jnp.array(tu.to_jax(value), copy=True)
+    if isinstance(value, torch.dtype):
+        return np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(value)))
+    if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
+        return None
+    if isinstance(value, (list, tuple)):
+        return type(value)(_unwrap(v) for v in value)
+    return value
+
+
+def _wrap(result, meta):
+    """Lowering results as JaxTensors with PyTorch's dtypes; non-tensors pass through."""
+    if isinstance(meta, torch.Tensor):
+        want = np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(meta.dtype)))
+        array = result if isinstance(result, jax.Array) else jnp.asarray(result)
+        if array.dtype != want:
+            array = array.astype(want)
+        if tuple(array.shape) != tuple(meta.shape):
+            raise LoweringError(
+                f"lowering returned shape {tuple(array.shape)} where PyTorch gives {tuple(meta.shape)}"
+            )
+        return JaxTensor.from_array(array, meta.dtype)
+    if isinstance(meta, torch.dtype):  # a value-dependent shape: the lowering's is the answer
+        array = jnp.asarray(result)
+        return JaxTensor.from_array(array.astype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(meta))), meta)
+    if isinstance(meta, (list, tuple)):
+        return type(meta)(_wrap(r, m) for r, m in zip(result, meta))
+    if isinstance(result, jax.Array) and result.ndim == 0:
+        return result.item()
+    return result
+
+
+def _view(func, args, kwargs):
+    """A view op: PyTorch's geometry from the meta kernel, sharing the base's storage."""
+    base = args[0]
+    meta = _meta_run(func, args, kwargs)
+
+    def share(m):
+        return JaxTensor(base._box, tuple(m.shape), tuple(m.stride()), m.storage_offset(), m.dtype)
+
+    if isinstance(meta, (list, tuple)):
+        return type(meta)(share(m) for m in meta)
+    return share(meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Lowered:
+    """What `_compute` needs to know about an op, worked out once per overload."""
+
+    lowering: Any
+    fills_dtype: bool  # a kwarg-only `dtype=` PyTorch defaults from the output
+    rng_keyword: str | None
+
+
+@functools.cache
+def _lowered(func) -> _Lowered:
+    name = str(func)
+    return _Lowered(
+        registry.lookup(name),
+        any(a.name == "dtype" and a.kwarg_only for a in func._schema.arguments),
+        registry.random_keyword(name),
+    )
+
+
+def _lowering_arguments(plan: _Lowered, args, kwargs, meta, tensor_value):
+    """The positional and keyword arguments the lowering takes; `tensor_value` maps each
+    tensor argument to its array, called in the order `_call_key` lists them."""
+    def lowered(value):
+        if isinstance(value, (torch.Tensor, _Slot)):
+            return tensor_value(value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(lowered(v) for v in value)
+        return _unwrap(value)
+
+    positional = lowered(tuple(args))
+    keywords = {k: lowered(v) for k, v in kwargs.items() if k not in tu.PLACEMENT_KWARGS}
+    if plan.fills_dtype and keywords.get("dtype") is None and isinstance(meta, torch.Tensor):
+        keywords["dtype"] = np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(meta.dtype)))
+    keywords.pop("generator", None)
+    return positional, keywords
+
+
+def _compute(func, args, kwargs, sighting: _Sighting | None = None):
+    """Run `func`'s lowering (or PyTorch's decomposition of it); JaxTensor results.
+
+    `sighting` is the dispatcher call this computes, to be counted towards compiling it.
+    """
+    plan = _lowered(func)
+    lowering = plan.lowering
+    if lowering is None:
+        decomposition = torch._decomp.decomposition_table.get(func)
+        if decomposition is not None:
+            return decomposition(*args, **kwargs)
+        composite = func.decompose(*args, **kwargs)
+        if composite is not NotImplemented:
+            return composite
+        raise UnsupportedOpsError([OpUse(str(func), "", "", _user_line())])
+
+    meta = _meta_run(func, args, kwargs)
+    if meta is _VALUE_DEPENDENT:
+        meta = _probe_dtypes(func, args, kwargs)
+        sighting = None
+    positional, keywords = _lowering_arguments(plan, args, kwargs, meta, _unwrap)
+    if plan.rng_keyword:
+        keywords[plan.rng_keyword] = _next_key(kwargs.get("generator"))
+    try:
+        result = lowering(*positional, **keywords)
+    except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
+            jax.errors.TracerIntegerConversionError, jax.errors.NonConcreteBooleanIndexError) as e:
+        raise LoweringError(
+            f"{func} needs concrete values, but it is being traced by a JAX transformation "
+            f"({_user_line()}): its output shape or a Python decision depends on tensor values. "
+            "Run this code eagerly, or express it with static shapes (e.g. torch.where, "
+            "nonzero_static) or jax.lax.cond."
+        ) from e
+    out = _wrap(result, meta)
+    if sighting is not None and not plan.rng_keyword:
+        _seen(sighting, plan, args, kwargs, meta)
+    return out
+
+
+# -- compiled calls -------------------------------------------------------------------------------
+
+#: Sightings of a call signature before it is compiled: once is a one-off (a test sample,
+#: a shape seen at start-up), twice is a loop.
+_COMPILE_ON_SIGHTING = 2
+_MAX_CALLS = 8192
+
+
+def _signature(value, tensors: list):
+    """A hashable description of a dispatcher argument. Tensors are described by geometry and
+    dtype and appended to `tensors` (their arrays are the compiled call's inputs); everything
+    else by type and value, since it is baked into the compiled call."""
+    if isinstance(value, JaxTensor):
+        # The compiled call reads a JaxTensor from its storage, so views cost nothing extra.
+        tensors.append(value)
+        storage = value._box.array
+        return (JaxTensor, value.window(), value.dtype, storage.shape, storage.dtype)
+    if isinstance(value, torch.Tensor):
+        tensors.append(value)
+        return (torch.Tensor, tuple(value.shape), value.dtype)
+    kind = type(value)
+    if kind is float:  # repr tells -0.0 from 0.0 and keeps nan equal to itself
+        return (float, repr(value))
+    if kind is complex:
+        return (complex, repr(value))
+    if kind in (list, tuple):
+        return (kind, tuple(_signature(v, tensors) for v in value))
+    if kind in _STATIC_TYPES:
+        return (kind, value)
+    raise TypeError(kind)  # a generator, a SymInt, ...: not compiled
+
+
+_STATIC_TYPES = frozenset({int, bool, str, type(None), torch.dtype, torch.device, torch.layout,
+                           torch.memory_format})
+
+
+def _call_key(func, args, kwargs, tensors: list):
+    """The dispatcher call's signature (its tensors appended to `tensors`), or None if it has
+    arguments that cannot be baked into a compiled call."""
+    try:
+        # id(func): OpOverload hashes in Python, and overloads live as long as the process.
+        key = [id(func), jax.config.jax_enable_x64]
+        for value in args:
+            key.append(_signature(value, tensors))
+        for name, value in kwargs.items():
+            key.append(name)
+            key.append(_signature(value, tensors))
+        return tuple(key)
+    except TypeError:
+        tensors.clear()
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sighting:
+    """A dispatcher call being computed: the overload called, its signature, its tensor
+    arguments, and for an in-place op the position among them of the tensor it writes."""
+
+    func: Any
+    key: tuple
+    tensors: list
+    written: int | None = None
+
+
+@dataclasses.dataclass
+class _Call:
+    """One call signature: how often it was seen, and once hot, its compiled form
+    (`run(arrays, tensors)`, given the tensor arguments and their arrays)."""
+
+    func: Any  # the overload itself: its id in the key could be reused once it is freed
+    sightings: int = 0
+    run: Any = None
+
+
+_CALLS: dict[tuple, _Call] = {}
+
+
+def _input_array(tensor: torch.Tensor) -> jax.Array:
+    """What a compiled call takes for a tensor argument: a JaxTensor's storage, a CPU tensor's
+    values."""
+    return tensor._box.array if isinstance(tensor, JaxTensor) else _unwrap(tensor)
+
+
+def _compiled_call(func, args, kwargs):
+    """(The call's result, None) if its signature is compiled, else (None, its signature)."""
+    tensors: list[torch.Tensor] = []
+    key = _call_key(func, args, kwargs, tensors)
+    if key is None:
+        return None, None
+    call = _CALLS.get(key)
+    if call is not None and call.run is not None and call.func is func:
+        arrays = [_input_array(t) for t in tensors]
+        # Under jax.jit (jax_fn) the op is traced into the caller's program instead.
+        if not any(isinstance(a, jax.core.Tracer) for a in arrays):
+            return call.run(arrays, tensors), None
+    return None, (func, key, tensors)
+
+
+def _seen(sighting: _Sighting, plan: _Lowered, args, kwargs, meta) -> None:
+    """Count a sighting of a call signature; on the one that makes it hot, compile it."""
+    call = _CALLS.get(sighting.key)
+    if call is None:
+        if len(_CALLS) >= _MAX_CALLS:
+            _CALLS.clear()
+        call = _CALLS[sighting.key] = _Call(sighting.func)
+    call.sightings += 1
+    if call.sightings < _COMPILE_ON_SIGHTING or call.run is not None:
+        return
+    outputs = list(meta) if isinstance(meta, (list, tuple)) else [meta]
+    if not all(isinstance(m, torch.Tensor) for m in outputs):
+        return
+    if any(isinstance(_input_array(t), jax.core.Tracer) for t in sighting.tensors):
+        return
+    compiled = jax.jit(_traceable(plan, args, kwargs, meta, sighting.written))
+    if sighting.written is None:
+        wrap = _wrapper_for(meta)
+        call.run = lambda arrays, tensors: wrap(compiled(*arrays))
+    else:
+        written = sighting.written
+
+        def write(arrays, tensors):
+            target = tensors[written]
+            target._box.array = compiled(*arrays)
+            return target
+
+        call.run = write
+
+
+class _Slot:
+    """Stands in a compiled call's arguments for a tensor: `window` says where a JaxTensor
+    sits in the storage array the call takes (None for a CPU tensor, taken as its values)."""
+
+    __slots__ = ("window",)
+
+    def __init__(self, window):
+        self.window = window
+
+
+def _template(value):
+    """A dispatcher argument with its tensors replaced by slots (a compiled call must not keep
+    the tensors of the call it was compiled from alive)."""
+    if isinstance(value, JaxTensor):
+        return _Slot(value.window())
+    if isinstance(value, torch.Tensor):
+        return _Slot(None)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_template(v) for v in value)
+    return value
+
+
+def _slots(value) -> list[_Slot]:
+    if isinstance(value, _Slot):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [slot for v in value for slot in _slots(v)]
+    return []
+
+
+def _traceable(plan: _Lowered, args, kwargs, meta, written: int | None):
+    """The call as a function of its tensor arguments' arrays, casting to PyTorch's dtypes.
+
+    For an in-place call (`written` is the position of the tensor it writes) the function
+    returns that tensor's new storage instead.
+    """
+    args, kwargs = _template(tuple(args)), {k: _template(v) for k, v in kwargs.items()}
+    slots = _slots((args, tuple(kwargs.values())))  # in _call_key's order
+    metas = list(meta) if isinstance(meta, (list, tuple)) else [meta]
+    wanted = [np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(m.dtype))) for m in metas]
+
+    def run(*arrays):
+        inputs = iter(arrays)
+
+        def value(slot: _Slot):
+            array = next(inputs)
+            return array if slot.window is None else read_window(array, slot.window)
+
+        positional, keywords = _lowering_arguments(plan, args, kwargs, meta, value)
+        result = plan.lowering(*positional, **keywords)
+        results = list(result) if isinstance(meta, (list, tuple)) else [result]
+        results = [jnp.asarray(r).astype(w) for r, w in zip(results, wanted)]
+        if written is None:
+            return results
+        return write_window(arrays[written], slots[written].window, results[0])
+
+    return run
+
+
+def _wrapper_for(meta):
+    """Turns the compiled call's arrays into JaxTensors shaped like `meta`."""
+    metas = list(meta) if isinstance(meta, (list, tuple)) else [meta]
+    layouts = [(tuple(m.shape), _contiguous_strides(tuple(m.shape)), m.dtype) for m in metas]
+
+    def wrap(arrays):
+        tensors = [JaxTensor(Storage(a), size, stride, 0, dtype)
+                   for a, (size, stride, dtype) in zip(arrays, layouts)]
+        return type(meta)(tensors) if isinstance(meta, (list, tuple)) else tensors[0]
+
+    return wrap
+
+
+def _next_key(generator: torch.Generator | None = None) -> jax.Array:
+    """A fresh jax.random key drawn from torch's CPU generator, so `torch.manual_seed` (or an
+    explicit `generator=`) makes random ops on the jax device reproducible."""
+    with torch.utils._python_dispatch._disable_current_modes():
+        seed = torch.empty((), dtype=torch.int64).random_(generator=generator).item()
+    return jax.random.key(seed % (2**32))
+
+
+def _out_arguments(func) -> list[str]:
+    return [a.name for a in func._schema.arguments if a.kwarg_only and a.alias_info is not None
+            and a.alias_info.is_write]
+
+
+@functools.cache
+def _functional_sibling(func):
+    """For `aten.add.out`, the overload with the same inputs and no `out`: `aten.add.Tensor`."""
+    outs = set(_out_arguments(func))
+    inputs = [(a.name, str(a.type)) for a in func._schema.arguments if a.name not in outs]
+    packet = getattr(torch.ops.aten, func._opname)
+    for name in packet.overloads():
+        candidate = getattr(packet, name)
+        if candidate is func or _out_arguments(candidate):
+            continue
+        if [(a.name, str(a.type)) for a in candidate._schema.arguments] == inputs:
+            return candidate
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Kind:
+    """How `dispatch` treats an overload, worked out once per overload."""
+
+    special: Any  # a tensor-level handler, or None
+    is_view: bool
+    out_names: tuple[str, ...]  # the `out=` arguments of an .out overload
+    written: int | None  # the argument an in-place op writes
+
+
+_KINDS: dict[int, tuple[Any, _Kind]] = {}
+
+
+def _kind(func) -> _Kind:
+    # By id: OpOverload hashes in Python, which costs a microsecond on every call.
+    entry = _KINDS.get(id(func))
+    if entry is None or entry[0] is not func:
+        kind = _Kind(_SPECIAL.get(func), func.is_view, tuple(_out_arguments(func)),
+                     tu.written_argument(func))
+        entry = _KINDS[id(func)] = (func, kind)
+    return entry[1]
+
+
+def dispatch(func, args, kwargs):
+    """Run one ATen call on JaxTensors with PyTorch's semantics."""
+    # Below the dispatcher, reading a tensor's geometry (t.shape, t.stride()) need not pass
+    # through torch-function modes such as eager()'s once more: each pass costs microseconds.
+    with torch._C.DisableTorchFunction():
+        return _dispatch(func, args, kwargs)
+
+
+def _dispatch(func, args, kwargs):
+    kind = _kind(func)
+    if kind.special is not None:
+        return kind.special(*args, **kwargs)
+    if kind.is_view:
+        return _view(func, args, kwargs)
+    if kind.out_names:
+        return _run_out(func, args, kwargs, list(kind.out_names))
+    result, signature = _compiled_call(func, args, kwargs)
+    if result is not None:
+        return result
+    written = kind.written
+    if written is None:
+        return _compute(func, args, kwargs, signature and _Sighting(*signature))
+    functional = tu.functional_variant(func)
+    if functional is None:
+        raise UnsupportedOpsError([OpUse(str(func), "", "", _user_line())])
+    target = args[written]
+    # PyTorch's meta kernel raises PyTorch's error for an invalid in-place op, and says
+    # when a legacy one (addbmm_) resizes its input instead.
+    geometry = _meta_run(func, args, kwargs)
+    resizes = tuple(geometry.shape) != tuple(target.shape)
+    sighting = None
+    if signature is not None and not resizes:
+        sighting = _Sighting(*signature, next(i for i, t in enumerate(signature[2]) if t is target))
+    value = _compute(functional, args, kwargs, sighting)
+    if resizes:
+        _resize(target, geometry.shape)
+    target._write(value.jax())
+    return target
+
+
+def _run_out(func, args, kwargs, out_names):
+    """`op(..., out=t)`: compute functionally, then resize and fill `t` as PyTorch does."""
+    functional = _functional_sibling(func)
+    if functional is None:
+        raise UnsupportedOpsError([OpUse(str(func), "", "", _user_line())])
+    outs = [kwargs[n] for n in out_names]
+    inputs = {k: v for k, v in kwargs.items() if k not in out_names}
+    result = _compute(functional, args, inputs)
+    results = list(result) if isinstance(result, (list, tuple)) else [result]
+    for out, value in zip(outs, results):
+        if tuple(out.shape) != tuple(value.shape):
+            _resize(out, value.shape)
+        out._write(value.jax())
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _resize(tensor: JaxTensor, size) -> None:
+    """Give `tensor` a fresh contiguous storage of `size` (PyTorch's out= resize)."""
+    size = tuple(size)
+    strides = _contiguous_strides(size)
+    with torch.utils._mode_utils.no_dispatch():
+        # The wrapper's own (meta) geometry, so torch sees the new size and strides.
+        storage = torch.empty(math.prod(size), dtype=tensor.dtype, device="meta").untyped_storage()
+        torch.Tensor.set_(tensor, storage, 0, size, strides)
+    tensor._box = Storage(jnp.zeros(size, tensor._box.dtype))
+
+
+# -- ops with tensor-level meaning --------------------------------------------------------------
+
+
+def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+             memory_format=None):
+    dtype = dtype or self.dtype
+    target = torch.device(device) if device is not None else JAX_DEVICE
+    # `.to()` copies: a jax.Array sharing a CPU tensor's memory (DLPack) would see later
+    # in-place writes to that tensor.
+    value = self.jax() if isinstance(self, JaxTensor) else jnp.array(tu.to_jax(self), copy=True)
+    if target.type == "jax":
+        want = np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(dtype)))
+        return JaxTensor.from_array(value.astype(want), dtype)
+    out = tu.to_torch(np.asarray(value))
+    return out.to(device=target, dtype=dtype)
+
+
+def to_jax_device(tensor: torch.Tensor, dtype: torch.dtype | None = None) -> JaxTensor:
+    """`tensor` as a JaxTensor (of `dtype`), sharing memory with a CPU tensor where DLPack allows.
+
+    Autograd sees the move: gradients flow back to a CPU tensor that requires them.
+    """
+    return _ToJax.apply(tensor, dtype or tensor.dtype)
+
+
+class _ToJax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, dtype):
+        ctx.source_dtype = tensor.dtype
+        return _to_copy(tensor.detach(), dtype=dtype, device=JAX_DEVICE)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _to_copy(grad, dtype=ctx.source_dtype, device=torch.device("cpu")), None
+
+
+def _copy_(self, src, non_blocking=False):
+    value = src.jax() if isinstance(src, JaxTensor) else jnp.array(tu.to_jax(src), copy=True)
+    if isinstance(self, JaxTensor):
+        self._write(value)
+        return self
+    with torch.no_grad():  # a CPU destination: copy the values over
+        self.copy_(tu.to_torch(np.asarray(value)))
+    return self
+
+
+def _alias(self):
+    return JaxTensor(self._box, tuple(self.shape), tuple(self.stride()), self.storage_offset(), self.dtype)
+
+
+def _local_scalar_dense(self):
+    value = self.jax()
+    if isinstance(value, jax.core.Tracer):
+        raise LoweringError(
+            "a tensor's value was needed as a Python number (`if x.sum() > 0:`, `.item()`, "
+            f"`int(x)`) while jax.jit or another JAX transformation traces the code ({_user_line()}). "
+            "Traced values are known only when the compiled function runs. Express the "
+            "choice with torch.where (or jax.lax.cond in JAX code), or run this code eagerly."
+        )
+    return value.item()
+
+
+def _clone(self, *, memory_format=None):
+    return JaxTensor.from_array(self.jax(), self.dtype)
+
+
+_SPECIAL = {
+    torch.ops.aten._to_copy.default: _to_copy,
+    torch.ops.aten.copy_.default: _copy_,
+    torch.ops.aten.detach.default: _alias,
+    torch.ops.aten.alias.default: _alias,
+    torch.ops.aten.lift_fresh.default: _alias,
+    torch.ops.aten._local_scalar_dense.default: _local_scalar_dense,
+    torch.ops.aten.clone.default: _clone,
+}
