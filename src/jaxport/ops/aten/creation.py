@@ -197,27 +197,45 @@ def aten_lift_fresh_copy(self):
 @aten("linspace.default")
 def aten_linspace(start, end, steps, *, dtype=None):
     """linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    dtype = _float_dtype(dtype)
-    if jnp.issubdtype(dtype, jnp.integer):
-        # PyTorch casts start and end to the integer type first, then steps in float64.
-        return _constant(_linspace(int(start), int(end), steps), dtype)
-    # Floating outputs: every step is computed and rounded in the output dtype itself.
-    start, end = np.asarray(start, dtype), np.asarray(end, dtype)
-    if steps <= 1:
-        return jnp.asarray(np.full(steps, start, dtype))
-    step = (end - start) / np.asarray(steps - 1, dtype)
-    i = np.arange(steps).astype(dtype)
-    back = np.asarray(steps - 1 - np.arange(steps)).astype(dtype)
-    return jnp.asarray(np.where(np.arange(steps) < steps // 2, start + step * i, end - step * back))
+    return jnp.asarray(_linspace(np, start, end, steps, _float_dtype(dtype)))
 
 
-def _linspace(start, end, steps):
-    # PyTorch's symmetric formula: the first half steps up from start, the second down from end.
-    i = np.arange(steps, dtype=np.float64)
+@aten("linspace.Tensor_Tensor", "linspace.Tensor_Scalar", "linspace.Scalar_Tensor")
+def aten_linspace_tensor(start, end, steps, *, dtype=None):
+    """linspace.Tensor_Tensor(Tensor start, Tensor end, int steps, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _linspace(jnp, start, end, steps, _float_dtype(dtype))
+
+
+def _linspace(xp, start, end, steps: int, dtype):
+    """PyTorch's CPU linspace kernel, over NumPy (static ends) or jax.numpy (tensor ends).
+
+    The ends are cast to the output dtype first (4.3 becomes 4 for integers). Integer outputs
+    step in float64 and truncate; floating outputs compute every step in their own dtype. The
+    first half of the points steps up from start, the second half down from end.
+    """
+    dtype = np.dtype(dtype)
+    compute = _wide_float(xp) if jnp.issubdtype(dtype, jnp.integer) else dtype
+    start = xp.asarray(start).astype(dtype).astype(compute)
+    end = xp.asarray(end).astype(dtype).astype(compute)
     if steps <= 1:
-        return np.full(steps, float(start))
-    step = (float(end) - float(start)) / (steps - 1)
-    return np.where(i < steps // 2, float(start) + step * i, float(end) - step * (steps - 1 - i))
+        return xp.full((steps,), start, dtype)
+    step = _quotient(xp, end - start, xp.asarray(steps - 1, compute))
+    i = np.arange(steps)
+    up = start + step * i.astype(compute)
+    down = end - step * (steps - 1 - i).astype(compute)
+    return xp.where(i < steps // 2, up, down).astype(dtype)
+
+
+def _quotient(xp, a, b):
+    """a / b, correctly rounded: XLA would multiply by a rounded reciprocal of a constant b."""
+    if xp is jnp:
+        a, b = jax.lax.optimization_barrier((a, b))
+    return a / b
+
+
+def _wide_float(xp):
+    """float64 for static values; float64 where JAX has it for traced ones."""
+    return np.dtype(np.float64) if xp is np else np.dtype(canonical(np.float64))
 
 
 @aten("log_normal.default", random=True)
@@ -230,8 +248,37 @@ def aten_log_normal(self, mean=1.0, std=2.0, *, generator=None, key):
 @aten("logspace.default")
 def aten_logspace(start, end, steps, base=10.0, *, dtype=None):
     """logspace(Scalar start, Scalar end, int steps, float base=10., *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    with np.errstate(over="ignore"):
-        return _constant(np.power(float(base), _linspace(start, end, steps)), _float_dtype(dtype))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return jnp.asarray(_logspace(np, start, end, steps, base, _float_dtype(dtype)))
+
+
+@aten("logspace.Tensor_Tensor", "logspace.Tensor_Scalar", "logspace.Scalar_Tensor")
+def aten_logspace_tensor(start, end, steps, base=10.0, *, dtype=None):
+    """logspace.Tensor_Tensor(Tensor start, Tensor end, int steps, float base=10., *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _logspace(jnp, start, end, steps, base, _float_dtype(dtype))
+
+
+def _logspace(xp, start, end, steps: int, base: float, dtype):
+    """PyTorch's CPU logspace kernel, over NumPy (static ends) or jax.numpy (tensor ends).
+
+    The ends are cast to the output dtype, the exponents step in float64 (the first half up
+    from start, the second down from end) and base ** exponent is computed in float64, then
+    cast (truncated for integers, whose base PyTorch first rounds to float32).
+    """
+    dtype = np.dtype(dtype)
+    wide = _wide_float(xp)
+    if steps == 1:  # PyTorch fills base ** start, start uncast
+        return xp.full((1,), xp.power(xp.asarray(base, wide), xp.asarray(start).astype(wide))).astype(dtype)
+    integral = jnp.issubdtype(dtype, jnp.integer)
+    if integral:
+        base = float(np.float32(base))
+    start, end = xp.asarray(start).astype(dtype), xp.asarray(end).astype(dtype)
+    span = end.astype(wide) - start.astype(wide) if integral else (end - start).astype(wide)
+    step = _quotient(xp, span, xp.asarray(max(steps - 1, 1), wide))
+    i = np.arange(steps)
+    exponents = xp.where(i < steps // 2, start.astype(wide) + step * i.astype(wide),
+                         end.astype(wide) - step * (steps - 1 - i).astype(wide))
+    return xp.power(xp.asarray(base, wide), exponents).astype(dtype)
 
 
 @aten("multinomial.default", random=True)

@@ -46,15 +46,25 @@ def _is_int(dtype) -> bool:
     return category(dtype) <= 1
 
 
+def _exact_quotient(a, b):
+    """a / b rounded once, as IEEE division. XLA rewrites a division by a broadcast operand into
+    a multiplication by its reciprocal (two roundings: 5.125 / 5.125 came out 0.99999994), which
+    a rounding division cannot afford; the barrier hides the broadcast from that rewrite."""
+    a, b = jnp.broadcast_arrays(a, b)
+    a, b = lax.optimization_barrier((a, b))
+    return a / b
+
+
 def _div_trunc(a, b):
     if _is_int(a.dtype):
         return lax.div(*jnp.broadcast_arrays(a, b))
-    return jnp.trunc(a / b)
+    return jnp.trunc(_exact_quotient(a, b))
 
 
 def _div_floor(a, b):
     if _is_int(a.dtype):
         return jnp.floor_divide(a, b)
+    a, b = lax.optimization_barrier(tuple(jnp.broadcast_arrays(a, b)))
     # PyTorch's div_floor_floating (Python's float floor division)
     mod = jnp.fmod(a, b)
     div = (a - mod) / b

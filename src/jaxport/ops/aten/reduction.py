@@ -261,12 +261,16 @@ def aten_cumsum(self, dim, *, dtype=None):
 def aten_diff(self, n=1, dim=-1, prepend=None, append=None):
     """diff(Tensor self, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None) -> Tensor"""
     # Lowered whole: PyTorch's decomposition of diff costs ~0.5 s of run_decompositions per model.
+    if n == 0:  # PyTorch returns the input as it is, without prepend or append
+        return self
     parts = [t for t in (prepend, self, append) if t is not None]
     dtype = parts[0].dtype
     x = jnp.concatenate([t.astype(dtype) for t in parts], axis=dim) if len(parts) > 1 else self
-    for _ in range(n):
-        head = lax.slice_in_dim(x, 1, x.shape[dim], axis=dim % x.ndim)
-        tail = lax.slice_in_dim(x, 0, x.shape[dim] - 1, axis=dim % x.ndim)
+    axis = dim % x.ndim
+    for _ in range(min(n, max(x.shape[axis], 1))):  # n past the length leaves a size-0 dim
+        length = x.shape[axis]
+        head = lax.slice_in_dim(x, min(1, length), length, axis=axis)
+        tail = lax.slice_in_dim(x, 0, max(length - 1, 0), axis=axis)
         x = jnp.logical_xor(head, tail) if dtype == jnp.bool_ else head - tail
     return x
 
