@@ -402,6 +402,8 @@ def run_sample_eager(op, sample, dtype, *, variant: str = "op") -> Outcome:
             x, args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.to("jax"), cloned)
             if "device" in kwargs:  # factories: what a user on the jax device would write
                 kwargs = {**kwargs, "device": "jax"}
+                if variant == "out":  # the out= tensor says where the result lives
+                    del kwargs["device"]
             with torch.no_grad():
                 out = fn(x, *args, **kwargs)
                 if variant == "out":

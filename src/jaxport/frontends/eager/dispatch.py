@@ -445,9 +445,17 @@ def _out_arguments(func) -> list[str]:
             and a.alias_info.is_write]
 
 
+#: Keyword arguments a factory's functional overload has and its .out overload does not.
+_FACTORY_KWARGS = frozenset({"dtype", "layout", "device", "pin_memory"})
+
+
 @functools.cache
 def _functional_sibling(func):
-    """For `aten.add.out`, the overload with the same inputs and no `out`: `aten.add.Tensor`."""
+    """For `aten.add.out`, the overload with the same inputs and no `out`: `aten.add.Tensor`.
+
+    For a factory (`aten.ones.out`), the overload that also takes `dtype=` and placement
+    (`aten.ones.default`); the out tensor supplies the dtype.
+    """
     outs = set(_out_arguments(func))
     inputs = [(a.name, str(a.type)) for a in func._schema.arguments if a.name not in outs]
     packet = getattr(torch.ops.aten, func._opname)
@@ -455,7 +463,9 @@ def _functional_sibling(func):
         candidate = getattr(packet, name)
         if candidate is func or _out_arguments(candidate):
             continue
-        if [(a.name, str(a.type)) for a in candidate._schema.arguments] == inputs:
+        arguments = [(a.name, str(a.type)) for a in candidate._schema.arguments
+                     if not (a.kwarg_only and a.name in _FACTORY_KWARGS)]
+        if arguments == inputs:
             return candidate
     return None
 
@@ -530,6 +540,8 @@ def _run_out(func, args, kwargs, out_names):
         raise UnsupportedOpsError([OpUse(str(func), "", "", _user_line())])
     outs = [kwargs[n] for n in out_names]
     inputs = {k: v for k, v in kwargs.items() if k not in out_names}
+    if "dtype" not in inputs and any(a.name == "dtype" and a.kwarg_only for a in functional._schema.arguments):
+        inputs["dtype"] = outs[0].dtype  # a factory makes what its out tensor holds
     result = _compute(functional, args, inputs)
     results = list(result) if isinstance(result, (list, tuple)) else [result]
     for out, value in zip(outs, results):
@@ -557,6 +569,10 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non
              memory_format=None):
     dtype = dtype or self.dtype
     target = torch.device(device) if device is not None else JAX_DEVICE
+    if target.type == "meta":
+        # PyTorch's C++ composites convert with the input's device as they see it (`meta` for
+        # a JaxTensor): softmax(dtype=...), quantile, ... The copy stays on the jax device.
+        target = JAX_DEVICE
     # `.to()` copies: a jax.Array sharing a CPU tensor's memory (DLPack) would see later
     # in-place writes to that tensor.
     value = self.jax() if isinstance(self, JaxTensor) else jnp.array(tu.to_jax(self), copy=True)

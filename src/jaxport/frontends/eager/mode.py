@@ -18,7 +18,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import dispatch as _dispatch
-from .tensor import JaxTensor
+from .tensor import JaxTensor, _index_tensors
 
 
 def _on_jax(value) -> bool:
@@ -68,6 +68,13 @@ class _EagerMode(TorchDispatchMode):
 _DATA_CONSTRUCTORS = frozenset({torch.tensor, torch.as_tensor, torch.asarray, torch.Tensor.new_tensor})
 
 
+#: Indexing, called unbound (`torch.Tensor.__getitem__(x, [0, 2])`) as well as by `x[...]`.
+_INDEXING = frozenset({torch.Tensor.__getitem__, torch.Tensor.__setitem__})
+
+#: Functions that take a tensor of indices that PyTorch requires on the CPU.
+_CPU_INDEX_FUNCTIONS = frozenset({torch.tensor_split, torch.Tensor.tensor_split})
+
+
 class _DataConstructorMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -77,6 +84,11 @@ class _DataConstructorMode(TorchFunctionMode):
             requires_grad = kwargs.pop("requires_grad", False)
             out = _dispatch.to_jax_device(func(*args, **kwargs))
             return out.requires_grad_() if requires_grad else out
+        if func in _INDEXING and isinstance(args[0], JaxTensor):
+            args = (args[0], _index_tensors(args[1]), *args[2:])
+        if func in _CPU_INDEX_FUNCTIONS and len(args) > 1 and isinstance(args[1], JaxTensor):
+            # PyTorch reads split points from a CPU tensor only (on CUDA too).
+            args = (args[0], args[1].cpu(), *args[2:])
         if func is torch.Tensor.to:
             device, dtype, _non_blocking, _memory_format = torch._C._nn._parse_to(*args[1:], **kwargs)
             if _on_jax(device) or (device is None and isinstance(args[0], JaxTensor)):

@@ -184,20 +184,40 @@ class JaxTensor(torch.Tensor):
             suffix += ", requires_grad=True"
         return text[:-1] + suffix + ")" if text.endswith(")") else text
 
+    # PyTorch's C++ indexing turns Python data (a list index, a scalar value) into tensors on the
+    # device it sees, meta, where the values are lost; they are made tensors here instead.
+
+    def __getitem__(self, index):
+        return super().__getitem__(_index_tensors(index))
+
     def __setitem__(self, index, value) -> None:
-        # PyTorch would wrap a Python scalar on the wrapper's (meta) device, losing its value.
         if not isinstance(value, torch.Tensor):
             value = JaxTensor.from_array(
                 jnp.asarray(value, np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(self.dtype)))),
                 self.dtype,
             )
-        super().__setitem__(index, value)
+        super().__setitem__(_index_tensors(index), value)
 
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         return _dispatch.dispatch(func, args, kwargs or {})
+
+
+def _index_tensors(index):
+    """An index with its lists of numbers as CPU tensors (what PyTorch would make of them)."""
+    if isinstance(index, tuple):
+        return tuple(_index_tensors(i) for i in index)
+    if isinstance(index, list) and _numbers_only(index):
+        return torch.tensor(index, device="cpu")
+    return index
+
+
+def _numbers_only(data) -> bool:
+    if isinstance(data, (list, tuple)):
+        return all(_numbers_only(d) for d in data)
+    return isinstance(data, (int, float, bool))
 
 
 # Dispatch needs JaxTensor; imported last so either module can be imported first.

@@ -118,6 +118,17 @@ def _softmax(fn, self, dim, out_dtype):
     return _on_axis(lambda v, axis: fn(v, axis=axis), x, dim).astype(out_dtype)
 
 
+def _softmax_grad_dtype(grad, input_dtype):
+    """The grad's dtype, except that a float32 grad of a float16 input gives float16 (PyTorch's meta)."""
+    if grad.dtype == np.float32 and np.dtype(input_dtype) == np.float16:
+        return np.dtype(np.float16)
+    return np.dtype(grad.dtype)
+
+
+def _softmax_grad_axis(x, dim):
+    return dim % x.ndim if x.ndim else None
+
+
 def _any_dtype(self):
     return np.dtype(np.uint8) if self.dtype == np.uint8 else np.dtype(np.bool_)
 
@@ -168,11 +179,27 @@ def aten__log_softmax(self, dim, half_to_float):
     return _softmax(jax.nn.log_softmax, self, dim, out_dtype)
 
 
+@aten("_log_softmax_backward_data.default")
+def aten__log_softmax_backward_data(grad_output, output, dim, input_dtype):
+    """_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
+    out_dtype, axis = _softmax_grad_dtype(grad_output, input_dtype), _softmax_grad_axis(output, dim)
+    grad, output = (t.astype(opmath_type(out_dtype)) for t in (grad_output, output))
+    return (grad - jnp.exp(output) * jnp.sum(grad, axis=axis, keepdims=True)).astype(out_dtype)
+
+
 @aten("_softmax.default")
 def aten__softmax(self, dim, half_to_float):
     """_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
     out_dtype = np.dtype(np.float32) if half_to_float else np.dtype(self.dtype)
     return _softmax(jax.nn.softmax, self, dim, out_dtype)
+
+
+@aten("_softmax_backward_data.default")
+def aten__softmax_backward_data(grad_output, output, dim, input_dtype):
+    """_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
+    out_dtype, axis = _softmax_grad_dtype(grad_output, input_dtype), _softmax_grad_axis(output, dim)
+    grad, output = (t.astype(opmath_type(out_dtype)) for t in (grad_output, output))
+    return (output * (grad - jnp.sum(grad * output, axis=axis, keepdims=True))).astype(out_dtype)
 
 
 @aten("all.default", "all.dim", "all.dims")
