@@ -74,6 +74,32 @@ def time_workload(torch_fn, torch_args, jax_fn, jax_args, runs: int) -> tuple[fl
     return torch_s, eager_s, jax_s
 
 
+class _NoWorkTensor(torch.Tensor):
+    """A wrapper subclass whose every op returns a fresh wrapper without computing anything."""
+
+    @staticmethod
+    def __new__(cls, size):
+        return torch.Tensor._make_wrapper_subclass(cls, size, dtype=torch.float32, device="meta")
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return cls(args[0].shape)
+
+
+def floors(runs: int) -> list[tuple[str, float]]:
+    """What one op costs at the least: PyTorch's round trip into a Python tensor subclass,
+    and one call of an already compiled JAX function (what jaxport's hot path makes of an op)."""
+    no_work = _NoWorkTensor((8, 8))
+    x = jnp.ones((8, 8))
+    doubled = jax.jit(lambda v: v * 2)
+    return [
+        ("PyTorch to a Python tensor subclass and back (no work)", median_seconds(lambda: no_work * 2, runs)),
+        ("one call of a compiled JAX function (x * 2)", median_seconds(lambda: doubled(x), runs)),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=200)
@@ -89,6 +115,10 @@ def main() -> None:
             f"| {name} | {n_ops} | {torch_s * 1e6:.1f} | {eager_s * 1e6:.1f} | {jax_s * 1e6:.1f} | "
             f"{eager_s * 1e6 / n_ops:.1f} | {jax_s * 1e6 / n_ops:.1f} |"
         )
+        print(lines[-1], flush=True)
+    lines += ["", "| floor per op | µs |", "|---|---:|"]
+    for name, seconds in floors(opts.runs):
+        lines.append(f"| {name} | {seconds * 1e6:.1f} |")
         print(lines[-1], flush=True)
     publish("\n".join(lines), opts.runs, opts.markdown)
 

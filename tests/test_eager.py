@@ -207,11 +207,30 @@ def _both(base: torch.Tensor, program) -> None:
     pytest.param(lambda t: t.select(1, 2).copy_(torch.arange(4.0)), id="copy-from-cpu-into-view"),
     pytest.param(lambda t: t.view(2, 3, 4).transpose(0, 2).narrow(1, 1, 1).neg_(), id="narrow-of-transpose"),
     pytest.param(lambda t: t.as_strided((2, 2), (1, 4), 1).clamp_(max=0), id="as-strided"),
+    pytest.param(lambda t: t.t_()[1].mul_(2), id="transpose-in-place-then-write"),
+    pytest.param(lambda t: t.unsqueeze_(0).squeeze_(0)[:, 1].add_(1), id="unsqueeze-squeeze-in-place"),
 ])
 def test_aliasing_follows_pytorch(program):
     # Three rounds: from the second sighting of a call signature on, it runs compiled.
     for _ in range(3):
         _both(torch.arange(24.0).reshape(4, 6), program)
+
+
+def test_cpp_composites_keep_their_values():
+    # PyTorch's C++ builds temporaries on the device it sees (meta) or from Python data.
+    base = torch.randn(3, 5)
+    x = base.to("jax")
+    _same(torch.softmax(x, 1, dtype=torch.float64), torch.softmax(base, 1, dtype=torch.float64))
+    _same(torch.quantile(x, 0.25, dim=1), torch.quantile(base, 0.25, dim=1))
+    _same(x[[0, 2]], base[[0, 2]])
+    _same(x[[True, False, True]], base[[True, False, True]])
+    assert torch.allclose(x, x) and not torch.allclose(x, x + 1)
+    for got, want in zip(torch.tensor_split(x, torch.tensor([1, 3]).to("jax"), dim=1),
+                         torch.tensor_split(base, torch.tensor([1, 3]), dim=1)):
+        _same(got, want)
+    out = torch.empty(0, dtype=torch.int64, device="jax")
+    torch.arange(4, out=out)
+    _same(out, torch.arange(4))
 
 
 def test_copy_from_jax_view_to_cpu():

@@ -83,6 +83,10 @@ def _meta_run(func, args, kwargs):
     except NotImplementedError:
         # Ops whose output shape depends on values (nonzero, unique) have no meta kernel.
         return _VALUE_DEPENDENT
+    except RuntimeError as e:
+        if "item() cannot be called on meta tensors" in str(e):  # allclose, equal: a Python value
+            return _VALUE_DEPENDENT
+        raise
     if key is not None:
         if len(_META_CACHE) > 100_000:
             _META_CACHE.clear()
@@ -509,6 +513,8 @@ def _dispatch(func, args, kwargs):
         return _view(func, args, kwargs)
     if kind.out_names:
         return _run_out(func, args, kwargs, list(kind.out_names))
+    if func._opname in _RESTRIDES:
+        return _restride(args[0], _meta_run(func, args, kwargs))
     result, signature = _compiled_call(func, args, kwargs)
     if result is not None:
         return result
@@ -549,6 +555,20 @@ def _run_out(func, args, kwargs, out_names):
             _resize(out, value.shape)
         out._write(value.jax())
     return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+#: In-place ops that change a tensor's geometry, not its values (`x.t_()`).
+_RESTRIDES = frozenset({"as_strided_", "squeeze_", "swapaxes_", "swapdims_", "t_", "transpose_",
+                        "unsqueeze_"})
+
+
+def _restride(tensor: JaxTensor, geometry: torch.Tensor) -> JaxTensor:
+    """Give `tensor` the size, stride and offset of `geometry`, over the same storage."""
+    with torch.utils._mode_utils.no_dispatch():
+        storage = torch.empty(tensor._box.array.size, dtype=tensor.dtype, device="meta").untyped_storage()
+        torch.Tensor.set_(tensor, storage, geometry.storage_offset(), tuple(geometry.shape),
+                          tuple(geometry.stride()))
+    return tensor
 
 
 def _resize(tensor: JaxTensor, size) -> None:
