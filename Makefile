@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test opinfo-report opinfo-full lint bench clean
+.PHONY: setup demo test opinfo-report opinfo-full opinfo-eager lint bench clean
 
 setup: $(STAMP)
 
@@ -35,7 +35,15 @@ opinfo-report: setup
 opinfo-full: setup
 	JAXPORT_OPINFO_PATHS=auto,core $(PY) -m pytest -q -n 2 -p no:cacheprovider tests/test_opinfo.py \
 		--opinfo=full --opinfo-report=build/opinfo-full.json --opinfo-resume || true
-	$(PY) -m tests.opinfo.report build/opinfo-full.json docs/opinfo.md full
+	$(PY) -m tests.opinfo.report build/opinfo-full.json docs/opinfo-full.md full
+
+# The eager frontend's sweep (issue 3): every OpInfo sample at OPINFO_LEVEL run as the function,
+# its in-place variant and its out= form on device="jax". Resumable; docs/opinfo-eager.md.
+opinfo-eager: setup
+	JAXPORT_OPINFO_PATHS=eager,eager_inplace,eager_out $(PY) -m pytest -q -n 2 -p no:cacheprovider \
+		tests/test_opinfo.py --opinfo=$(OPINFO_LEVEL) --opinfo-report=build/eager-$(OPINFO_LEVEL).json \
+		--opinfo-resume || true
+	$(PY) -m tests.opinfo.report build/eager-$(OPINFO_LEVEL).json docs/opinfo-eager.md $(OPINFO_LEVEL)
 
 lint: setup
 	$(PY) -m ruff check src tests benchmarks
