@@ -148,6 +148,13 @@ class _SampleModule(torch.nn.Module):
         return self.fn(sample_input, *args, **kwargs)
 
 
+def _sample_module(op, sample) -> tuple[_SampleModule, list[torch.Tensor]]:
+    """The sample as a module of its tensors (what torch.export captures), and those tensors."""
+    leaves, spec = pytree.tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
+    positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+    return _SampleModule(op.op, leaves, spec, positions), [leaves[i].detach() for i in positions]
+
+
 def _flat_outputs(out):
     leaves, _ = pytree.tree_flatten(out)
     return leaves
@@ -279,12 +286,22 @@ def _as_accurate_as_torch(module, tensors, actual, expected, dtype) -> str:
     return ""
 
 
+def _judge(op, sample, dtype, actual, expected, values: bool) -> str:
+    """Why `actual` does not match PyTorch's `expected` (empty if it does), with the harness's
+    per-op tolerances and half-precision references applied."""
+    override = TOLERANCE_OVERRIDES.get((opinfo_id(op), dtype))
+    why = _compare(actual, expected, dtype, values, override[0] if override else None,
+                   _output_checks(op, sample))
+    if why and dtype in (torch.float16, torch.bfloat16) and opinfo_id(op) in HALF_ACCURACY_REFERENCE:
+        module, tensors = _sample_module(op, sample)
+        closer = _as_accurate_as_torch(module, tensors, actual, expected, dtype)
+        why = closer and f"{why} ({closer})"
+    return why
+
+
 def run_sample(op, sample, dtype, *, decompose: str = "auto") -> Outcome:
     """Export, convert and compare one OpInfo sample."""
-    leaves, spec = pytree.tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
-    positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-    tensors = [leaves[i].detach() for i in positions]
-    module = _SampleModule(op.op, leaves, spec, positions)
+    module, tensors = _sample_module(op, sample)
     try:
         with torch.no_grad():
             expected = module(*[t.clone() for t in tensors])
@@ -324,14 +341,7 @@ def run_sample(op, sample, dtype, *, decompose: str = "auto") -> Outcome:
             return Outcome("failed", f"{mode}: LoweringError: {str(e).splitlines()[0][:200]}", ops)
         except Exception as e:
             return Outcome("failed", f"{mode}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}", ops)
-        override = TOLERANCE_OVERRIDES.get((opinfo_id(op), dtype))
-        why = _compare(
-            actual, expected, dtype, values, override[0] if override else None,
-            _output_checks(op, sample),
-        )
-        if why and dtype in (torch.float16, torch.bfloat16) and opinfo_id(op) in HALF_ACCURACY_REFERENCE:
-            closer = _as_accurate_as_torch(module, tensors, actual, expected, dtype)
-            why = closer and f"{why} ({closer})"
+        why = _judge(op, sample, dtype, actual, expected, values)
         if why:
             return Outcome("failed", f"{mode}: {why}", ops)
     return Outcome("passed", "", ops)
@@ -416,6 +426,5 @@ def run_sample_eager(op, sample, dtype, *, variant: str = "op") -> Outcome:
             return Outcome("failed", f"eager: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
         actual, why = _eager_outputs(out)
     if not why:
-        why = _compare(actual, expected, dtype, op.name not in UNCHECKED_VALUES, None,
-                       _output_checks(op, sample))
+        why = _judge(op, sample, dtype, actual, expected, op.name not in UNCHECKED_VALUES)
     return Outcome("failed", f"eager {variant}: {why}") if why else Outcome("passed")

@@ -207,7 +207,12 @@ def _compute(func, args, kwargs, sighting: _Sighting | None = None):
     if lowering is None:
         decomposition = torch._decomp.decomposition_table.get(func)
         if decomposition is not None:
-            return decomposition(*args, **kwargs)
+            from .mode import eager  # noqa: PLC0415  (mode imports this module)
+
+            # A Python decomposition creates its temporaries with device=x.device, which is jax:
+            # inside eager() (entered afresh: dispatch runs with the modes paused) they are JaxTensors.
+            with eager():
+                return decomposition(*args, **kwargs)
         composite = func.decompose(*args, **kwargs)
         if composite is not NotImplemented:
             return composite
@@ -230,10 +235,24 @@ def _compute(func, args, kwargs, sighting: _Sighting | None = None):
             "Run this code eagerly, or express it with static shapes (e.g. torch.where, "
             "nonzero_static) or jax.lax.cond."
         ) from e
+    if func in _CPU_STATISTICS:
+        meta = _cpu_statistics(meta, result, args[0].dtype)
+        sighting = None
     out = _wrap(result, meta)
     if sighting is not None and not plan.rng_keyword:
         _seen(sighting, plan, args, kwargs, meta)
     return out
+
+
+#: Normalizations whose CPU kernel returns its statistics (outputs 1 and 2) otherwise than its
+#: meta kernel (and CUDA) does: in the input's dtype, not float32 for half inputs, and, for
+#: native_batch_norm outside training, empty. Eager mode follows the CPU kernel.
+_CPU_STATISTICS = frozenset({torch.ops.aten.native_batch_norm.default,
+                             torch.ops.aten.native_layer_norm.default})
+
+
+def _cpu_statistics(meta, result, dtype):
+    return (meta[0], *(torch.empty(tuple(jnp.shape(r)), dtype=dtype, device="meta") for r in result[1:]))
 
 
 # -- compiled calls -------------------------------------------------------------------------------
@@ -523,7 +542,10 @@ def _dispatch(func, args, kwargs):
         return _compute(func, args, kwargs, signature and _Sighting(*signature))
     functional = tu.functional_variant(func)
     if functional is None:
-        raise UnsupportedOpsError([OpUse(str(func), "", "", _user_line())])
+        twin = _functional_twin(func)
+        if twin is None:
+            raise UnsupportedOpsError([OpUse(str(func), "", "", _user_line())])
+        return _run_functional_twin(func, twin, args, kwargs)
     target = args[written]
     # PyTorch's meta kernel raises PyTorch's error for an invalid in-place op, and says
     # when a legacy one (addbmm_) resizes its input instead.
@@ -537,6 +559,26 @@ def _dispatch(func, args, kwargs):
         _resize(target, geometry.shape)
     target._write(value.jax())
     return target
+
+
+@functools.cache
+def _functional_twin(func):
+    """For an op that updates some inputs besides computing outputs (`_native_batch_norm_legit`
+    updates the running statistics), PyTorch's functional twin that returns the updates."""
+    packet = getattr(torch.ops.aten, func._opname + "_functional", None)
+    return getattr(packet, func._overloadname, None) if packet is not None else None
+
+
+def _run_functional_twin(func, twin, args, kwargs):
+    """Run the twin, write its trailing outputs into the inputs `func` updates, return the rest."""
+    updated = [i for i, a in enumerate(func._schema.arguments)
+               if a.alias_info is not None and a.alias_info.is_write]
+    results = list(_compute(twin, args, kwargs))
+    for position, value in zip(updated, results[len(results) - len(updated):]):
+        target = args[position] if position < len(args) else None
+        if isinstance(target, JaxTensor):
+            target._write(value.jax())
+    return tuple(results[: len(results) - len(updated)])
 
 
 def _run_out(func, args, kwargs, out_names):
