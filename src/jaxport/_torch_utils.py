@@ -118,14 +118,40 @@ def to_torch(array) -> torch.Tensor:
 
 
 def functional_variant(op) -> Any:
-    """For an in-place overload like `aten.add_.Tensor`, its functional twin `aten.add.Tensor`."""
+    """For an in-place overload like `aten.add_.Tensor`, its functional twin `aten.add.Tensor`:
+    the overload of the op without `_` that takes the same arguments in the same order (the
+    names differ at times: `pow_.Scalar` is `pow.Tensor_Scalar`)."""
+    for candidate in _functional_candidates(op):
+        if _arguments(candidate) == _arguments(op):
+            return candidate
+    return None
+
+
+def functional_variant_by_name(op) -> Any:
+    """Like `functional_variant`, also when the twin orders the arguments differently
+    (`polygamma_(self, n)` is `polygamma(n, self)`): call it with keyword arguments."""
+    for candidate in _functional_candidates(op):
+        if sorted(_arguments(candidate)) == sorted(_arguments(op)):
+            return candidate
+    return None
+
+
+def _functional_candidates(op) -> list:
     if not isinstance(op, torch._ops.OpOverload) or not op._schema.is_mutable:
-        return None
+        return []
     name = op._opname
     if not name.endswith("_") or name.startswith("_"):
-        return None
+        return []
     packet = getattr(torch.ops.aten, name[:-1], None)
-    return getattr(packet, op._overloadname, None) if packet is not None else None
+    if packet is None:
+        return []
+    same_name = getattr(packet, op._overloadname, None)
+    others = [getattr(packet, n) for n in packet.overloads() if n != op._overloadname]
+    return ([same_name] if same_name is not None else []) + others
+
+
+def _arguments(op) -> list[tuple[str, str]]:
+    return [(a.name, str(a.type)) for a in op._schema.arguments]
 
 
 def written_argument(op) -> int | None:

@@ -542,11 +542,16 @@ def _dispatch(func, args, kwargs):
         return _compute(func, args, kwargs, signature and _Sighting(*signature))
     functional = tu.functional_variant(func)
     if functional is None:
+        functional = tu.functional_variant_by_name(func)
+        if functional is not None:  # its arguments in another order: pass them all by name
+            args, kwargs = (), {**dict(zip((a.name for a in func._schema.arguments), args)), **kwargs}
+            written = func._schema.arguments[written].name
+    if functional is None:
         twin = _functional_twin(func)
         if twin is None:
             raise UnsupportedOpsError([OpUse(str(func), "", "", _user_line())])
         return _run_functional_twin(func, twin, args, kwargs)
-    target = args[written]
+    target = kwargs[written] if isinstance(written, str) else args[written]
     # PyTorch's meta kernel raises PyTorch's error for an invalid in-place op, and says
     # when a legacy one (addbmm_) resizes its input instead.
     geometry = _meta_run(func, args, kwargs)
