@@ -410,6 +410,8 @@ def run_sample_eager(op, sample, dtype, *, variant: str = "op") -> Outcome:
         warnings.simplefilter("ignore")
         try:
             x, args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.to("jax"), cloned)
+            # A sample's device (the CPU, positionally in `x.to("cpu", ...)`) is the jax device here.
+            args = tuple("jax" if str(a) == "cpu" and isinstance(a, (str, torch.device)) else a for a in args)
             if "device" in kwargs:  # factories: what a user on the jax device would write
                 kwargs = {**kwargs, "device": "jax"}
                 if variant == "out":  # the out= tensor says where the result lives

@@ -238,6 +238,9 @@ def _compute(func, args, kwargs, sighting: _Sighting | None = None):
     if func in _CPU_STATISTICS:
         meta = _cpu_statistics(meta, result, args[0].dtype)
         sighting = None
+    elif func in _CPU_AUXILIARY_SHAPES:
+        meta = _cpu_auxiliary_shapes(meta, result)
+        sighting = None
     out = _wrap(result, meta)
     if sighting is not None and not plan.rng_keyword:
         _seen(sighting, plan, args, kwargs, meta)
@@ -250,9 +253,20 @@ def _compute(func, args, kwargs, sighting: _Sighting | None = None):
 _CPU_STATISTICS = frozenset({torch.ops.aten.native_batch_norm.default,
                              torch.ops.aten.native_layer_norm.default})
 
+#: Ops whose CPU kernel shapes its auxiliary outputs (1 onwards) otherwise than its meta kernel:
+#: embedding_bag's offset2bag, bag_size and max_indices depend on the mode. The lowering
+#: follows the CPU kernel.
+_CPU_AUXILIARY_SHAPES = frozenset({torch.ops.aten._embedding_bag.default,
+                                   torch.ops.aten._embedding_bag_forward_only.default})
+
 
 def _cpu_statistics(meta, result, dtype):
     return (meta[0], *(torch.empty(tuple(jnp.shape(r)), dtype=dtype, device="meta") for r in result[1:]))
+
+
+def _cpu_auxiliary_shapes(meta, result):
+    return (meta[0], *(torch.empty(tuple(jnp.shape(r)), dtype=m.dtype, device="meta")
+                       for m, r in zip(meta[1:], result[1:])))
 
 
 # -- compiled calls -------------------------------------------------------------------------------
@@ -695,6 +709,16 @@ def _local_scalar_dense(self):
     return value.item()
 
 
+def _conjugate(self):
+    # PyTorch's lazy conjugate/negate views set a bit that later kernels honour; here the
+    # values are computed at once (a write through such a view does not reach its base).
+    return JaxTensor.from_array(jnp.conj(self.jax()), self.dtype)
+
+
+def _negative(self):
+    return JaxTensor.from_array(jnp.negative(self.jax()), self.dtype)
+
+
 def _clone(self, *, memory_format=None):
     return JaxTensor.from_array(self.jax(), self.dtype)
 
@@ -707,4 +731,6 @@ _SPECIAL = {
     torch.ops.aten.lift_fresh.default: _alias,
     torch.ops.aten._local_scalar_dense.default: _local_scalar_dense,
     torch.ops.aten.clone.default: _clone,
+    torch.ops.aten._conj.default: _conjugate,
+    torch.ops.aten._neg_view.default: _negative,
 }

@@ -75,6 +75,15 @@ _INDEXING = frozenset({torch.Tensor.__getitem__, torch.Tensor.__setitem__})
 _CPU_INDEX_FUNCTIONS = frozenset({torch.tensor_split, torch.Tensor.tensor_split})
 
 
+def _without_copy(rest: tuple, kwargs: dict) -> tuple[tuple, bool]:
+    """`Tensor.to`'s arguments after self without `copy`, and its value: copy follows
+    non_blocking, the third argument of to(dtype|other, ...) and the fourth of to(device, ...)."""
+    position = 2 if rest and isinstance(rest[0], (torch.dtype, torch.Tensor)) else 3
+    if len(rest) > position:
+        return rest[:position] + rest[position + 1:], bool(rest[position])
+    return rest, bool(kwargs.get("copy", False))
+
+
 class _DataConstructorMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -90,11 +99,13 @@ class _DataConstructorMode(TorchFunctionMode):
             # PyTorch reads split points from a CPU tensor only (on CUDA too).
             args = (args[0], args[1].cpu(), *args[2:])
         if func is torch.Tensor.to:
-            device, dtype, _non_blocking, _memory_format = torch._C._nn._parse_to(*args[1:], **kwargs)
+            rest, copy = _without_copy(args[1:], kwargs)
+            placement = {k: v for k, v in kwargs.items() if k != "copy"}
+            device, dtype, _non_blocking, _memory_format = torch._C._nn._parse_to(*rest, **placement)
             if _on_jax(device) or (device is None and isinstance(args[0], JaxTensor)):
                 source = args[0]
                 if isinstance(source, JaxTensor) and dtype in (None, source.dtype):
-                    return source
+                    return source.clone() if copy else source
                 return _dispatch.to_jax_device(source, dtype or source.dtype)
         return func(*args, **kwargs)
 

@@ -102,6 +102,9 @@ def as_array(x, dtype) -> jax.Array:
     """`x` (array or Python scalar) as an array of `dtype`."""
     if isinstance(x, jax.Array):
         return x if x.dtype == dtype else x.astype(dtype)
+    if isinstance(x, int) and not isinstance(x, bool) and jnp.issubdtype(dtype, jnp.integer):
+        # PyTorch casts the scalar, wrapping (uint8 == -1 compares with 255).
+        return jnp.asarray(np.asarray(x).astype(dtype))
     return jnp.asarray(x, dtype=dtype)
 
 
