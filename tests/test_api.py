@@ -31,7 +31,8 @@ def test_outputs_mirror_torch_structure():
     out = model(x, y=y)
     expected = module(x, y=y)
     assert set(out) == {"h", "pair"} and isinstance(out["pair"], tuple) and isinstance(out["pair"][1], list)
-    np.testing.assert_allclose(np.asarray(out["pair"][0]), expected["pair"][0].detach().numpy(), rtol=1e-6)
+    # float32 sums may round differently (a few ulps) from PyTorch's, whose kernel choice varies.
+    np.testing.assert_allclose(np.asarray(out["pair"][0]), expected["pair"][0].detach().numpy(), rtol=1e-5, atol=1e-6)
     assert set(model.params) == {"lin.weight", "lin.bias", "offset"}
 
 
