@@ -494,15 +494,15 @@ def _functional_sibling(func):
     (`aten.ones.default`); the out tensor supplies the dtype.
     """
     outs = set(_out_arguments(func))
-    inputs = [(a.name, str(a.type)) for a in func._schema.arguments if a.name not in outs]
+
+    def inputs(op):
+        return [(a.name, str(a.type)) for a in op._schema.arguments
+                if a.name not in outs and not (a.kwarg_only and a.name in _FACTORY_KWARGS)]
+
     packet = getattr(torch.ops.aten, func._opname)
     for name in packet.overloads():
         candidate = getattr(packet, name)
-        if candidate is func or _out_arguments(candidate):
-            continue
-        arguments = [(a.name, str(a.type)) for a in candidate._schema.arguments
-                     if not (a.kwarg_only and a.name in _FACTORY_KWARGS)]
-        if arguments == inputs:
+        if candidate is not func and not _out_arguments(candidate) and inputs(candidate) == inputs(func):
             return candidate
     return None
 
@@ -519,12 +519,16 @@ class _Kind:
 
 _KINDS: dict[int, tuple[Any, _Kind]] = {}
 
+#: Ops whose schema does not say they alias, though PyTorch's kernels return a view: C++
+#: composites (kron's out=) write through them.
+_UNTRACKED_VIEWS = frozenset({torch.ops.aten._unsafe_view.default})
+
 
 def _kind(func) -> _Kind:
     # By id: OpOverload hashes in Python, which costs a microsecond on every call.
     entry = _KINDS.get(id(func))
     if entry is None or entry[0] is not func:
-        kind = _Kind(_SPECIAL.get(func), func.is_view, tuple(_out_arguments(func)),
+        kind = _Kind(_SPECIAL.get(func), func.is_view or func in _UNTRACKED_VIEWS, tuple(_out_arguments(func)),
                      tu.written_argument(func))
         entry = _KINDS[id(func)] = (func, kind)
     return entry[1]
@@ -605,9 +609,10 @@ def _run_out(func, args, kwargs, out_names):
     functional = _functional_sibling(func)
     if functional is None:
         raise UnsupportedOpsError([OpUse(str(func), "", "", _user_line())])
-    outs = [kwargs[n] for n in out_names]
+    outs = [t for n in out_names for t in (kwargs[n] if isinstance(kwargs[n], (list, tuple)) else [kwargs[n]])]
     inputs = {k: v for k, v in kwargs.items() if k not in out_names}
-    if "dtype" not in inputs and any(a.name == "dtype" and a.kwarg_only for a in functional._schema.arguments):
+    if (not any(a.name == "dtype" for a in func._schema.arguments)
+            and any(a.name == "dtype" and a.kwarg_only for a in functional._schema.arguments)):
         inputs["dtype"] = outs[0].dtype  # a factory makes what its out tensor holds
     result = _compute(functional, args, inputs)
     results = list(result) if isinstance(result, (list, tuple)) else [result]
@@ -615,6 +620,8 @@ def _run_out(func, args, kwargs, out_names):
         if tuple(out.shape) != tuple(value.shape):
             _resize(out, value.shape)
         out._write(value.jax())
+    if not func._schema.returns:  # unbind_copy.int_out fills a list and returns nothing
+        return None
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
