@@ -4,11 +4,9 @@ Each call runs the op's lowering from the library the graph path uses, with
 PyTorch's semantics around it: output dtypes and shapes from PyTorch's meta
 kernels, views sharing storage, in-place and `out=` writes through every alias.
 
-A call signature seen more than once (the same op on tensors of the same shapes
-and dtypes, with the same non-tensor arguments: the steady state of a training
-loop or a model's forward) is compiled with `jax.jit`, with the non-tensor
-arguments baked in. After that, one call costs one compiled-function dispatch
-instead of the op-by-op JAX calls and dtype bookkeeping of the first run.
+A call signature seen more than once (the steady state of a training loop or a
+model's forward) runs compiled instead (`compiled.py`): one compiled-function
+call in place of the op-by-op JAX calls and dtype bookkeeping of the first runs.
 """
 
 from __future__ import annotations
@@ -27,8 +25,9 @@ import torch.utils._pytree as pytree
 
 from ... import _torch_utils as tu
 from ...errors import LoweringError, OpUse, UnsupportedOpsError
-from ...ops import registry
-from .tensor import JAX_DEVICE, JaxTensor, Storage, _contiguous_strides, read_window, write_window
+from .arguments import lowered, lowering_arguments, unwrap
+from .compiled import Sighting, compiled_call, seen
+from .tensor import JAX_DEVICE, JaxTensor, Storage, _contiguous_strides
 
 
 def _user_line() -> str:
@@ -110,21 +109,6 @@ def _probe_dtypes(func, args, kwargs):
     return pytree.tree_map_only(torch.Tensor, lambda t: t.dtype, out)
 
 
-def _unwrap(value):
-    """A dispatcher argument as lowerings take it."""
-    if isinstance(value, JaxTensor):
-        return value.jax()
-    if isinstance(value, torch.Tensor):  # a CPU tensor mixed in: copied, as results may alias it
-        return jnp.array(tu.to_jax(value), copy=True)
-    if isinstance(value, torch.dtype):
-        return np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(value)))
-    if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
-        return None
-    if isinstance(value, (list, tuple)):
-        return type(value)(_unwrap(v) for v in value)
-    return value
-
-
 def _wrap(result, meta):
     """Lowering results as JaxTensors with PyTorch's dtypes; non-tensors pass through."""
     if isinstance(meta, torch.Tensor):
@@ -160,49 +144,12 @@ def _view(func, args, kwargs):
     return share(meta)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Lowered:
-    """What `_compute` needs to know about an op, worked out once per overload."""
-
-    lowering: Any
-    fills_dtype: bool  # a kwarg-only `dtype=` PyTorch defaults from the output
-    rng_keyword: str | None
-
-
-@functools.cache
-def _lowered(func) -> _Lowered:
-    name = str(func)
-    return _Lowered(
-        registry.lookup(name),
-        any(a.name == "dtype" and a.kwarg_only for a in func._schema.arguments),
-        registry.random_keyword(name),
-    )
-
-
-def _lowering_arguments(plan: _Lowered, args, kwargs, meta, tensor_value):
-    """The positional and keyword arguments the lowering takes; `tensor_value` maps each
-    tensor argument to its array, called in the order `_call_key` lists them."""
-    def lowered(value):
-        if isinstance(value, (torch.Tensor, _Slot)):
-            return tensor_value(value)
-        if isinstance(value, (list, tuple)):
-            return type(value)(lowered(v) for v in value)
-        return _unwrap(value)
-
-    positional = lowered(tuple(args))
-    keywords = {k: lowered(v) for k, v in kwargs.items() if k not in tu.PLACEMENT_KWARGS}
-    if plan.fills_dtype and keywords.get("dtype") is None and isinstance(meta, torch.Tensor):
-        keywords["dtype"] = np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(meta.dtype)))
-    keywords.pop("generator", None)
-    return positional, keywords
-
-
-def _compute(func, args, kwargs, sighting: _Sighting | None = None):
+def _compute(func, args, kwargs, sighting: Sighting | None = None):
     """Run `func`'s lowering (or PyTorch's decomposition of it); JaxTensor results.
 
     `sighting` is the dispatcher call this computes, to be counted towards compiling it.
     """
-    plan = _lowered(func)
+    plan = lowered(func)
     lowering = plan.lowering
     if lowering is None:
         decomposition = torch._decomp.decomposition_table.get(func)
@@ -222,7 +169,7 @@ def _compute(func, args, kwargs, sighting: _Sighting | None = None):
     if meta is _VALUE_DEPENDENT:
         meta = _probe_dtypes(func, args, kwargs)
         sighting = None
-    positional, keywords = _lowering_arguments(plan, args, kwargs, meta, _unwrap)
+    positional, keywords = lowering_arguments(plan, args, kwargs, meta, unwrap)
     if plan.rng_keyword:
         keywords[plan.rng_keyword] = _next_key(kwargs.get("generator"))
     try:
@@ -243,7 +190,7 @@ def _compute(func, args, kwargs, sighting: _Sighting | None = None):
         sighting = None
     out = _wrap(result, meta)
     if sighting is not None and not plan.rng_keyword:
-        _seen(sighting, plan, args, kwargs, meta)
+        seen(sighting, plan, args, kwargs, meta)
     return out
 
 
@@ -267,206 +214,6 @@ def _cpu_statistics(meta, result, dtype):
 def _cpu_auxiliary_shapes(meta, result):
     return (meta[0], *(torch.empty(tuple(jnp.shape(r)), dtype=m.dtype, device="meta")
                        for m, r in zip(meta[1:], result[1:])))
-
-
-# -- compiled calls -------------------------------------------------------------------------------
-
-#: Sightings of a call signature before it is compiled: once is a one-off (a test sample,
-#: a shape seen at start-up), twice is a loop.
-_COMPILE_ON_SIGHTING = 2
-_MAX_CALLS = 8192
-
-
-def _signature(value, tensors: list):
-    """A hashable description of a dispatcher argument. Tensors are described by geometry and
-    dtype and appended to `tensors` (their arrays are the compiled call's inputs); everything
-    else by type and value, since it is baked into the compiled call."""
-    if isinstance(value, JaxTensor):
-        # The compiled call reads a JaxTensor from its storage, so views cost nothing extra.
-        tensors.append(value)
-        storage = value._box.array
-        return (JaxTensor, value.window(), value.dtype, storage.shape, storage.dtype)
-    if isinstance(value, torch.Tensor):
-        tensors.append(value)
-        return (torch.Tensor, tuple(value.shape), value.dtype)
-    kind = type(value)
-    if kind is float:  # repr tells -0.0 from 0.0 and keeps nan equal to itself
-        return (float, repr(value))
-    if kind is complex:
-        return (complex, repr(value))
-    if kind in (list, tuple):
-        return (kind, tuple(_signature(v, tensors) for v in value))
-    if kind in _STATIC_TYPES:
-        return (kind, value)
-    raise TypeError(kind)  # a generator, a SymInt, ...: not compiled
-
-
-_STATIC_TYPES = frozenset({int, bool, str, type(None), torch.dtype, torch.device, torch.layout,
-                           torch.memory_format})
-
-
-def _call_key(func, args, kwargs, tensors: list):
-    """The dispatcher call's signature (its tensors appended to `tensors`), or None if it has
-    arguments that cannot be baked into a compiled call."""
-    try:
-        # id(func): OpOverload hashes in Python, and overloads live as long as the process.
-        key = [id(func), jax.config.jax_enable_x64]
-        for value in args:
-            key.append(_signature(value, tensors))
-        for name, value in kwargs.items():
-            key.append(name)
-            key.append(_signature(value, tensors))
-        return tuple(key)
-    except TypeError:
-        tensors.clear()
-        return None
-
-
-@dataclasses.dataclass(frozen=True)
-class _Sighting:
-    """A dispatcher call being computed: the overload called, its signature, its tensor
-    arguments, and for an in-place op the position among them of the tensor it writes."""
-
-    func: Any
-    key: tuple
-    tensors: list
-    written: int | None = None
-
-
-@dataclasses.dataclass
-class _Call:
-    """One call signature: how often it was seen, and once hot, its compiled form
-    (`run(arrays, tensors)`, given the tensor arguments and their arrays)."""
-
-    func: Any  # the overload itself: its id in the key could be reused once it is freed
-    sightings: int = 0
-    run: Any = None
-
-
-_CALLS: dict[tuple, _Call] = {}
-
-
-def _input_array(tensor: torch.Tensor) -> jax.Array:
-    """What a compiled call takes for a tensor argument: a JaxTensor's storage, a CPU tensor's
-    values."""
-    return tensor._box.array if isinstance(tensor, JaxTensor) else _unwrap(tensor)
-
-
-def _compiled_call(func, args, kwargs):
-    """(The call's result, None) if its signature is compiled, else (None, its signature)."""
-    tensors: list[torch.Tensor] = []
-    key = _call_key(func, args, kwargs, tensors)
-    if key is None:
-        return None, None
-    call = _CALLS.get(key)
-    if call is not None and call.run is not None and call.func is func:
-        arrays = [_input_array(t) for t in tensors]
-        # Under jax.jit (jax_fn) the op is traced into the caller's program instead.
-        if not any(isinstance(a, jax.core.Tracer) for a in arrays):
-            return call.run(arrays, tensors), None
-    return None, (func, key, tensors)
-
-
-def _seen(sighting: _Sighting, plan: _Lowered, args, kwargs, meta) -> None:
-    """Count a sighting of a call signature; on the one that makes it hot, compile it."""
-    call = _CALLS.get(sighting.key)
-    if call is None:
-        if len(_CALLS) >= _MAX_CALLS:
-            _CALLS.clear()
-        call = _CALLS[sighting.key] = _Call(sighting.func)
-    call.sightings += 1
-    if call.sightings < _COMPILE_ON_SIGHTING or call.run is not None:
-        return
-    outputs = list(meta) if isinstance(meta, (list, tuple)) else [meta]
-    if not all(isinstance(m, torch.Tensor) for m in outputs):
-        return
-    if any(isinstance(_input_array(t), jax.core.Tracer) for t in sighting.tensors):
-        return
-    compiled = jax.jit(_traceable(plan, args, kwargs, meta, sighting.written))
-    if sighting.written is None:
-        wrap = _wrapper_for(meta)
-        call.run = lambda arrays, tensors: wrap(compiled(*arrays))
-    else:
-        written = sighting.written
-
-        def write(arrays, tensors):
-            target = tensors[written]
-            target._box.array = compiled(*arrays)
-            return target
-
-        call.run = write
-
-
-class _Slot:
-    """Stands in a compiled call's arguments for a tensor: `window` says where a JaxTensor
-    sits in the storage array the call takes (None for a CPU tensor, taken as its values)."""
-
-    __slots__ = ("window",)
-
-    def __init__(self, window):
-        self.window = window
-
-
-def _template(value):
-    """A dispatcher argument with its tensors replaced by slots (a compiled call must not keep
-    the tensors of the call it was compiled from alive)."""
-    if isinstance(value, JaxTensor):
-        return _Slot(value.window())
-    if isinstance(value, torch.Tensor):
-        return _Slot(None)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_template(v) for v in value)
-    return value
-
-
-def _slots(value) -> list[_Slot]:
-    if isinstance(value, _Slot):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [slot for v in value for slot in _slots(v)]
-    return []
-
-
-def _traceable(plan: _Lowered, args, kwargs, meta, written: int | None):
-    """The call as a function of its tensor arguments' arrays, casting to PyTorch's dtypes.
-
-    For an in-place call (`written` is the position of the tensor it writes) the function
-    returns that tensor's new storage instead.
-    """
-    args, kwargs = _template(tuple(args)), {k: _template(v) for k, v in kwargs.items()}
-    slots = _slots((args, tuple(kwargs.values())))  # in _call_key's order
-    metas = list(meta) if isinstance(meta, (list, tuple)) else [meta]
-    wanted = [np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(m.dtype))) for m in metas]
-
-    def run(*arrays):
-        inputs = iter(arrays)
-
-        def value(slot: _Slot):
-            array = next(inputs)
-            return array if slot.window is None else read_window(array, slot.window)
-
-        positional, keywords = _lowering_arguments(plan, args, kwargs, meta, value)
-        result = plan.lowering(*positional, **keywords)
-        results = list(result) if isinstance(meta, (list, tuple)) else [result]
-        results = [jnp.asarray(r).astype(w) for r, w in zip(results, wanted)]
-        if written is None:
-            return results
-        return write_window(arrays[written], slots[written].window, results[0])
-
-    return run
-
-
-def _wrapper_for(meta):
-    """Turns the compiled call's arrays into JaxTensors shaped like `meta`."""
-    metas = list(meta) if isinstance(meta, (list, tuple)) else [meta]
-    layouts = [(tuple(m.shape), _contiguous_strides(tuple(m.shape)), m.dtype) for m in metas]
-
-    def wrap(arrays):
-        tensors = [JaxTensor(Storage(a), size, stride, 0, dtype)
-                   for a, (size, stride, dtype) in zip(arrays, layouts)]
-        return type(meta)(tensors) if isinstance(meta, (list, tuple)) else tensors[0]
-
-    return wrap
 
 
 def _next_key(generator: torch.Generator | None = None) -> jax.Array:
@@ -552,12 +299,12 @@ def _dispatch(func, args, kwargs):
         return _run_out(func, args, kwargs, list(kind.out_names))
     if func._opname in _RESTRIDES:
         return _restride(args[0], _meta_run(func, args, kwargs))
-    result, signature = _compiled_call(func, args, kwargs)
+    result, signature = compiled_call(func, args, kwargs)
     if result is not None:
         return result
     written = kind.written
     if written is None:
-        return _compute(func, args, kwargs, signature and _Sighting(*signature))
+        return _compute(func, args, kwargs, signature and Sighting(*signature))
     functional = tu.functional_variant(func)
     if functional is None:
         functional = tu.functional_variant_by_name(func)
@@ -576,7 +323,7 @@ def _dispatch(func, args, kwargs):
     resizes = tuple(geometry.shape) != tuple(target.shape)
     sighting = None
     if signature is not None and not resizes:
-        sighting = _Sighting(*signature, next(i for i, t in enumerate(signature[2]) if t is target))
+        sighting = Sighting(*signature, next(i for i, t in enumerate(signature[2]) if t is target))
     value = _compute(functional, args, kwargs, sighting)
     if resizes:
         _resize(target, geometry.shape)

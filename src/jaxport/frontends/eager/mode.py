@@ -18,7 +18,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import dispatch as _dispatch
-from .tensor import JaxTensor, _index_tensors
+from .tensor import JaxTensor, index_tensors
 
 
 def _on_jax(value) -> bool:
@@ -84,7 +84,11 @@ def _without_copy(rest: tuple, kwargs: dict) -> tuple[tuple, bool]:
     return rest, bool(kwargs.get("copy", False))
 
 
-class _DataConstructorMode(TorchFunctionMode):
+class _FunctionLevelMode(TorchFunctionMode):
+    """What must be caught before PyTorch's C++ sees it: data copied into new tensors
+    (`torch.tensor(data, device="jax")`), Python index lists, CPU-only index tensors, and
+    `.to()` onto the jax device."""
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in _DATA_CONSTRUCTORS and _on_jax(kwargs.get("device")):
@@ -94,7 +98,7 @@ class _DataConstructorMode(TorchFunctionMode):
             out = _dispatch.to_jax_device(func(*args, **kwargs))
             return out.requires_grad_() if requires_grad else out
         if func in _INDEXING and isinstance(args[0], JaxTensor):
-            args = (args[0], _index_tensors(args[1]), *args[2:])
+            args = (args[0], index_tensors(args[1]), *args[2:])
         if func in _CPU_INDEX_FUNCTIONS and len(args) > 1 and isinstance(args[1], JaxTensor):
             # PyTorch reads split points from a CPU tensor only (on CUDA too).
             args = (args[0], args[1].cpu(), *args[2:])
@@ -118,7 +122,7 @@ class _Modes:
 
     def __enter__(self):
         self.stack.enter_context(_EagerMode())
-        self.stack.enter_context(_DataConstructorMode())
+        self.stack.enter_context(_FunctionLevelMode())
         return self
 
     def __exit__(self, *exc):

@@ -188,7 +188,7 @@ class JaxTensor(torch.Tensor):
     # device it sees, meta, where the values are lost; they are made tensors here instead.
 
     def __getitem__(self, index):
-        return super().__getitem__(_index_tensors(index))
+        return super().__getitem__(index_tensors(index))
 
     def __setitem__(self, index, value) -> None:
         if not isinstance(value, torch.Tensor):
@@ -196,7 +196,7 @@ class JaxTensor(torch.Tensor):
                 jnp.asarray(value, np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(self.dtype)))),
                 self.dtype,
             )
-        super().__setitem__(_index_tensors(index), value)
+        super().__setitem__(index_tensors(index), value)
 
     __torch_function__ = torch._C._disabled_torch_function_impl
 
@@ -205,10 +205,10 @@ class JaxTensor(torch.Tensor):
         return _dispatch.dispatch(func, args, kwargs or {})
 
 
-def _index_tensors(index):
+def index_tensors(index):
     """An index with its lists of numbers as CPU tensors (what PyTorch would make of them)."""
     if isinstance(index, tuple):
-        return tuple(_index_tensors(i) for i in index)
+        return tuple(index_tensors(i) for i in index)
     if isinstance(index, list) and _numbers_only(index):
         return torch.tensor(index, device="cpu")
     return index
