@@ -198,7 +198,11 @@ def _compute(func, args, kwargs, sighting: Sighting | None = None):
 #: meta kernel (and CUDA) does: in the input's dtype, not float32 for half inputs, and, for
 #: native_batch_norm outside training, empty. Eager mode follows the CPU kernel.
 _CPU_STATISTICS = frozenset({torch.ops.aten.native_batch_norm.default,
-                             torch.ops.aten.native_layer_norm.default})
+                             torch.ops.aten.native_layer_norm.default,
+                             torch.ops.aten._native_batch_norm_legit.default,
+                             torch.ops.aten._native_batch_norm_legit.no_stats,
+                             torch.ops.aten._native_batch_norm_legit_functional.default,
+                             torch.ops.aten._batch_norm_with_update_functional.default})
 
 #: Ops whose CPU kernel shapes its auxiliary outputs (1 onwards) otherwise than its meta kernel:
 #: embedding_bag's offset2bag, bag_size and max_indices depend on the mode. The lowering
@@ -208,7 +212,8 @@ _CPU_AUXILIARY_SHAPES = frozenset({torch.ops.aten._embedding_bag.default,
 
 
 def _cpu_statistics(meta, result, dtype):
-    return (meta[0], *(torch.empty(tuple(jnp.shape(r)), dtype=dtype, device="meta") for r in result[1:]))
+    statistics = (torch.empty(tuple(jnp.shape(r)), dtype=dtype, device="meta") for r in result[1:3])
+    return (meta[0], *statistics, *meta[3:])
 
 
 def _cpu_auxiliary_shapes(meta, result):

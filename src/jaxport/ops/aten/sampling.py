@@ -286,16 +286,34 @@ def aten__upsample_bilinear2d_aa_vec(input, output_size, align_corners, scale_fa
     return aten__upsample_bilinear2d_aa(input, sizes, align_corners, *scales)
 
 
+@aten("_upsample_nearest_exact1d.default")
+def aten__upsample_nearest_exact1d(self, output_size, scales=None):
+    """_upsample_nearest_exact1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
+    return _upsample_nearest(self, 1, list(output_size), [scales], True)
+
+
 @aten("_upsample_nearest_exact1d.vec")
 def aten__upsample_nearest_exact1d_vec(input, output_size, scale_factors):
     """_upsample_nearest_exact1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
     return _nearest_vec(input, 1, output_size, scale_factors, True)
 
 
+@aten("_upsample_nearest_exact2d.default")
+def aten__upsample_nearest_exact2d(self, output_size, scales_h=None, scales_w=None):
+    """_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    return _upsample_nearest(self, 2, list(output_size), [scales_h, scales_w], True)
+
+
 @aten("_upsample_nearest_exact2d.vec")
 def aten__upsample_nearest_exact2d_vec(input, output_size, scale_factors):
     """_upsample_nearest_exact2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
     return _nearest_vec(input, 2, output_size, scale_factors, True)
+
+
+@aten("_upsample_nearest_exact3d.default")
+def aten__upsample_nearest_exact3d(self, output_size, scales_d=None, scales_h=None, scales_w=None):
+    """_upsample_nearest_exact3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    return _upsample_nearest(self, 3, list(output_size), [scales_d, scales_h, scales_w], True)
 
 
 @aten("_upsample_nearest_exact3d.vec")
