@@ -323,8 +323,13 @@ def _dispatch(func, args, kwargs):
         return _run_functional_twin(func, twin, args, kwargs)
     target = kwargs[written] if isinstance(written, str) else args[written]
     # PyTorch's meta kernel raises PyTorch's error for an invalid in-place op, and says
-    # when a legacy one (addbmm_) resizes its input instead.
-    geometry = _meta_run(func, args, kwargs)
+    # when a legacy one resizes its input instead.
+    try:
+        geometry = _meta_run(func, args, kwargs)
+    except RuntimeError:
+        if func not in _RESIZE_THEIR_INPUT:
+            raise
+        geometry = _meta_run(functional, args, kwargs)
     resizes = tuple(geometry.shape) != tuple(target.shape)
     sighting = None
     if signature is not None and not resizes:
@@ -376,6 +381,10 @@ def _run_out(func, args, kwargs, out_names):
         return None
     return outs[0] if len(outs) == 1 else tuple(outs)
 
+
+#: In-place ops whose CPU kernel resizes an input of too small a shape to the result (through
+#: their out= kernel) where the meta kernel refuses it.
+_RESIZE_THEIR_INPUT = frozenset({torch.ops.aten.addbmm_.default})
 
 #: In-place ops that change a tensor's geometry, not its values (`x.t_()`).
 _RESTRIDES = frozenset({"as_strided_", "squeeze_", "swapaxes_", "swapdims_", "t_", "transpose_",
