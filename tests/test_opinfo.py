@@ -39,9 +39,10 @@ LEVELS = {
         **{path: (harness.DTYPES, None) for path in EAGER_PATHS},
     },
 }
-#: The eager paths (issue 3) are not yet triaged, so they run only when asked for, e.g.
+#: By default the graph paths and the eager function path; the eager in-place and out= paths
+#: (another 5 minutes at the smoke level) run with `make opinfo-eager` or, e.g.,
 #: JAXPORT_OPINFO_PATHS=eager,eager_inplace,eager_out.
-PATHS = os.environ.get("JAXPORT_OPINFO_PATHS", "auto,core").split(",")
+PATHS = os.environ.get("JAXPORT_OPINFO_PATHS", "auto,core,eager").split(",")
 
 
 def _cases(level: str):

@@ -19,4 +19,8 @@ EXPECTED_FAILURES: dict[str, str] = {
     },
     "sparse.mm.reduce": "sparse tensors: jaxport converts dense (strided) tensors only",
     "stft": "no lowering yet for aten.stft; the conversion error lists it",
+    "linalg.matrix_rank:*:eager_out": "an open bug: PyTorch's out= composite computes the rank, but "
+    "the value never reaches the out tensor on the jax device (it stays 0)",
+    "linalg.matrix_rank.hermitian:*:eager_out": "an open bug: PyTorch's out= composite computes the "
+    "rank, but the value never reaches the out tensor on the jax device (it stays 0)",
 }
