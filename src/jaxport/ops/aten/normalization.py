@@ -8,6 +8,8 @@ Variances are biased (divide by n); running variances are updated unbiased.
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -74,7 +76,8 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
 def _group_norm(input, weight, bias, n, c, group, eps):
     """(out, mean[N, group], rstd[N, group]) in compute precision."""
     compute = opmath_type(input.dtype)
-    x = input.astype(compute).reshape(n, group, -1)
+    # The group size spelled out: with an empty batch, -1 cannot be inferred.
+    x = input.astype(compute).reshape(n, group, c // group * math.prod(input.shape[2:]))
     mean, var = _moments(x, (2,))
     rstd = lax.rsqrt(var + eps)
     out = ((x - mean) * rstd).reshape(input.shape)
