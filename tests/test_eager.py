@@ -276,6 +276,17 @@ def test_compiled_calls_follow_x64_mode():
         assert got.dtype == (np.int64 if jax.config.jax_enable_x64 else np.int32)
 
 
+def test_compiled_calls_follow_the_default_dtype():
+    for _ in range(3):
+        assert torch.arange(0.5, 3, device="jax").dtype == torch.float32
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert torch.arange(0.5, 3, device="jax").dtype == torch.float64
+    finally:
+        torch.set_default_dtype(previous)
+
+
 def test_compiled_calls_stay_traceable():
     def f(a):
         return a * 2 + 1

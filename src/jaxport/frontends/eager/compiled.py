@@ -60,7 +60,8 @@ def _call_key(func, args, kwargs, tensors: list):
     arguments that cannot be baked into a compiled call."""
     try:
         # id(func): OpOverload hashes in Python, and overloads live as long as the process.
-        key = [id(func), jax.config.jax_enable_x64]
+        # The default dtype decides factories' output dtypes (torch.arange(0.5, 3)).
+        key = [id(func), jax.config.jax_enable_x64, torch.get_default_dtype()]
         for value in args:
             key.append(_signature(value, tensors))
         for name, value in kwargs.items():

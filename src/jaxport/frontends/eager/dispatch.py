@@ -69,7 +69,8 @@ _META_CACHE: dict[Any, Any] = {}
 def _meta_run(func, args, kwargs):
     """The op run on meta tensors: PyTorch's output shapes, strides and dtypes."""
     try:
-        key = (func, _meta_key(args), _meta_key(kwargs))
+        # The default dtype decides factories' output dtypes (torch.arange(0.5, 3)).
+        key = (func, _meta_key(args), _meta_key(kwargs), torch.get_default_dtype())
     except TypeError:
         key = None
     if key is not None and key in _META_CACHE:
