@@ -1,15 +1,17 @@
 """`JaxTensor`: a torch.Tensor whose data is a jax.Array, with PyTorch's view semantics.
 
-Every ATen call on a JaxTensor reaches `__torch_dispatch__`, which runs the op's
-lowering from the same library the graph path uses (`jaxport.ops`).
+Every ATen call on a JaxTensor reaches `__torch_dispatch__`, which hands it to
+`dispatch.py`: the op's lowering from the same library the graph path uses
+(`jaxport.ops`), run op by op or, for a hot call signature, compiled.
 
 Views and in-place writes. JAX arrays are immutable, but PyTorch programs write
 through views (`x[0] = 1`, `x.t().add_(1)`) and expect every alias to see the
 write. So a JaxTensor is what a PyTorch tensor is: a (size, stride, offset) window
-on a flat storage, here a `Storage` box holding a 1-D jax.Array. View ops share
-the box (their geometry comes from running the op on a meta tensor, so it is
-exactly PyTorch's); in-place ops compute the functional result and scatter it
-into the box, which every alias reads from.
+on a storage, here a `Storage` box holding a jax.Array, read and written through
+`read_window` and `write_window` (pure, so they also run inside compiled calls).
+View ops share the box (their geometry comes from running the op on a meta
+tensor, so it is exactly PyTorch's); in-place ops compute the functional result
+and scatter it into the box, which every alias reads from.
 
 Output dtypes and shapes also come from PyTorch's meta kernels (cached per
 signature), so results carry PyTorch's dtypes even where JAX stores them
