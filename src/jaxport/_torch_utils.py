@@ -40,6 +40,11 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
         raise TypeError(f"jaxport does not support torch dtype {dtype}") from None
 
 
+def jax_dtype(dtype: torch.dtype) -> np.dtype:
+    """The dtype JAX stores a torch dtype in under the current x64 mode (int64 as int32 without it)."""
+    return np.dtype(jax.dtypes.canonicalize_dtype(numpy_dtype(dtype)))
+
+
 def torch_dtype(dtype) -> torch.dtype:
     return _NUMPY_TO_TORCH[np.dtype(dtype)]
 

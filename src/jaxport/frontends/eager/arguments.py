@@ -7,9 +7,7 @@ import dataclasses
 import functools
 from typing import Any
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 import torch
 
 from ... import _torch_utils as tu
@@ -24,7 +22,7 @@ def unwrap(value):
     if isinstance(value, torch.Tensor):  # a CPU tensor mixed in: copied, as results may alias it
         return jnp.array(tu.to_jax(value), copy=True)
     if isinstance(value, torch.dtype):
-        return np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(value)))
+        return tu.jax_dtype(value)
     if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
         return None
     if isinstance(value, (list, tuple)):
@@ -64,7 +62,7 @@ def lowering_arguments(plan: Lowered, args, kwargs, meta, tensor_value):
     positional = convert(tuple(args))
     keywords = {k: convert(v) for k, v in kwargs.items() if k not in tu.PLACEMENT_KWARGS}
     if plan.fills_dtype and keywords.get("dtype") is None and isinstance(meta, torch.Tensor):
-        keywords["dtype"] = np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(meta.dtype)))
+        keywords["dtype"] = tu.jax_dtype(meta.dtype)
     keywords.pop("generator", None)
     return positional, keywords
 

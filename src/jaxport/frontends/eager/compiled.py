@@ -14,7 +14,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import torch
 
 from ... import _torch_utils as tu
@@ -177,7 +176,7 @@ def _traceable(plan: Lowered, args, kwargs, meta, written: int | None):
     args, kwargs = _template(tuple(args)), {k: _template(v) for k, v in kwargs.items()}
     slots = _slots((args, tuple(kwargs.values())))  # in _call_key's order
     metas = list(meta) if isinstance(meta, (list, tuple)) else [meta]
-    wanted = [np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(m.dtype))) for m in metas]
+    wanted = [tu.jax_dtype(m.dtype) for m in metas]
 
     def run(*arrays):
         inputs = iter(arrays)

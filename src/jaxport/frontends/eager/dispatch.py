@@ -113,7 +113,7 @@ def _probe_dtypes(func, args, kwargs):
 def _wrap(result, meta):
     """Lowering results as JaxTensors with PyTorch's dtypes; non-tensors pass through."""
     if isinstance(meta, torch.Tensor):
-        want = np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(meta.dtype)))
+        want = tu.jax_dtype(meta.dtype)
         array = result if isinstance(result, jax.Array) else jnp.asarray(result)
         if array.dtype != want:
             array = array.astype(want)
@@ -124,7 +124,7 @@ def _wrap(result, meta):
         return JaxTensor.from_array(array, meta.dtype)
     if isinstance(meta, torch.dtype):  # a value-dependent shape: the lowering's is the answer
         array = jnp.asarray(result)
-        return JaxTensor.from_array(array.astype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(meta))), meta)
+        return JaxTensor.from_array(array.astype(tu.jax_dtype(meta)), meta)
     if isinstance(meta, (list, tuple)):
         return type(meta)(_wrap(r, m) for r, m in zip(result, meta))
     if isinstance(result, jax.Array) and result.ndim == 0:
@@ -394,22 +394,23 @@ _RESTRIDES = frozenset({"as_strided_", "squeeze_", "swapaxes_", "swapdims_", "t_
 
 def _restride(tensor: JaxTensor, geometry: torch.Tensor) -> JaxTensor:
     """Give `tensor` the size, stride and offset of `geometry`, over the same storage."""
-    with torch.utils._mode_utils.no_dispatch():
-        storage = torch.empty(tensor._box.array.size, dtype=tensor.dtype, device="meta").untyped_storage()
-        torch.Tensor.set_(tensor, storage, geometry.storage_offset(), tuple(geometry.shape),
-                          tuple(geometry.stride()))
+    _set_geometry(tensor, tensor._box.array.size, geometry.storage_offset(), tuple(geometry.shape),
+                  tuple(geometry.stride()))
     return tensor
 
 
 def _resize(tensor: JaxTensor, size) -> None:
     """Give `tensor` a fresh contiguous storage of `size` (PyTorch's out= resize)."""
     size = tuple(size)
-    strides = _contiguous_strides(size)
-    with torch.utils._mode_utils.no_dispatch():
-        # The wrapper's own (meta) geometry, so torch sees the new size and strides.
-        storage = torch.empty(math.prod(size), dtype=tensor.dtype, device="meta").untyped_storage()
-        torch.Tensor.set_(tensor, storage, 0, size, strides)
+    _set_geometry(tensor, math.prod(size), 0, size, _contiguous_strides(size))
     tensor._box = Storage(jnp.zeros(size, tensor._box.dtype))
+
+
+def _set_geometry(tensor: JaxTensor, numel: int, offset: int, size: tuple, stride: tuple) -> None:
+    """Set the wrapper's own (meta) geometry, so torch sees the new size and strides."""
+    with torch.utils._mode_utils.no_dispatch():
+        storage = torch.empty(numel, dtype=tensor.dtype, device="meta").untyped_storage()
+        torch.Tensor.set_(tensor, storage, offset, size, stride)
 
 
 # -- ops with tensor-level meaning --------------------------------------------------------------
@@ -427,7 +428,7 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non
     # in-place writes to that tensor.
     value = self.jax() if isinstance(self, JaxTensor) else jnp.array(tu.to_jax(self), copy=True)
     if target.type == "jax":
-        want = np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(dtype)))
+        want = tu.jax_dtype(dtype)
         return JaxTensor.from_array(value.astype(want), dtype)
     out = tu.to_torch(np.asarray(value))
     return out.to(device=target, dtype=dtype)

@@ -195,7 +195,7 @@ class JaxTensor(torch.Tensor):
     def __setitem__(self, index, value) -> None:
         if not isinstance(value, torch.Tensor):
             value = JaxTensor.from_array(
-                jnp.asarray(value, np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(self.dtype)))),
+                jnp.asarray(value, tu.jax_dtype(self.dtype)),
                 self.dtype,
             )
         super().__setitem__(index_tensors(index), value)
