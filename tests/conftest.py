@@ -17,24 +17,27 @@ def pytest_addoption(parser):
                      help="write per-sample OpInfo results as JSON to this path")
     parser.addoption("--opinfo-resume", action="store_true",
                      help="skip OpInfo cases the --opinfo-report files already hold (long runs in parts)")
+    parser.addoption("--onnx-report", default=os.environ.get("JAXPORT_ONNX_REPORT"),
+                     help="write per-case ONNX conformance results as JSON lines to this path")
 
 
-class OpInfoRecorder:
-    """Appends one JSON line per OpInfo sample to `--opinfo-report` (one file per xdist worker),
-    so even an interrupted run leaves its results; a line {"done": [path, op, dtype]} closes
-    each case, which `--opinfo-resume` then skips."""
+class ResultRecorder:
+    """Appends one JSON line per result to the file its option names (one file per xdist
+    worker), so even an interrupted run leaves its results. For OpInfo, a line
+    {"done": [path, op, dtype]} closes each case, which `--opinfo-resume` then skips."""
 
-    def __init__(self):
+    def __init__(self, option: str):
+        self.option = option
         self.path: Path | None = None
         self.finished: set[tuple[str, str, str]] = set()
 
     def configure(self, config) -> None:
-        path = config.getoption("--opinfo-report")
+        path = config.getoption(self.option)
         if path:
             worker = getattr(config, "workerinput", {}).get("workerid")
             self.path = Path(f"{path}.{worker}" if worker else path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if config.getoption("--opinfo-resume"):
+            if self.option == "--opinfo-report" and config.getoption("--opinfo-resume"):
                 for part in glob.glob(path + "*"):
                     with open(part) as f:
                         self.finished |= {tuple(row["done"]) for row in map(json.loads, f) if "done" in row}
@@ -48,11 +51,13 @@ class OpInfoRecorder:
         self.record({"done": [path, op, dtype]})
 
 
-OPINFO_RESULTS = OpInfoRecorder()
+OPINFO_RESULTS = ResultRecorder("--opinfo-report")
+ONNX_RESULTS = ResultRecorder("--onnx-report")
 
 
 def pytest_configure(config):
     OPINFO_RESULTS.configure(config)
+    ONNX_RESULTS.configure(config)
 
 
 @pytest.fixture

@@ -8,7 +8,10 @@ from .errors import ExportError as ExportError
 from .errors import InputError as InputError
 from .errors import JaxportError as JaxportError
 from .errors import LoweringError as LoweringError
+from .errors import ModelFileError as ModelFileError
+from .errors import UnsupportedDtypeError as UnsupportedDtypeError
 from .errors import UnsupportedOpsError as UnsupportedOpsError
+from .frontends.onnx import from_onnx as from_onnx
 from .interop import callback as callback
 from .interop import jax_fn as jax_fn
 from .interop import torch_fn as torch_fn

@@ -51,4 +51,5 @@ def from_exported_program(ep: torch.export.ExportedProgram, *, decompose: str = 
         flatten_inputs=torch_export.input_flattener(ep.call_spec.in_spec, program.user_inputs),
         build_outputs=torch_export.output_builder(ep.call_spec.out_spec),
         name=name,
+        fixed_shape_hint="pass dynamic_shapes= to from_torch to allow other sizes",
     )

@@ -55,6 +55,22 @@ class UnsupportedOpsError(JaxportError):
         super().__init__("\n".join(lines))
 
 
+class ModelFileError(JaxportError, ValueError):
+    """A model file that cannot be read: missing, truncated, corrupt, or not a model."""
+
+
+class UnsupportedDtypeError(JaxportError, TypeError):
+    """The model holds values of a type jaxport cannot represent (strings, maps). Lists all."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        lines = [f"jaxport cannot hold the values of {len(problems)} part(s) of this model:"]
+        lines += [f"  - {p}" for p in problems[:20]]
+        if len(problems) > 20:
+            lines.append(f"  - ... and {len(problems) - 20} more")
+        super().__init__("\n".join(lines))
+
+
 class LoweringError(JaxportError):
     """A lowering failed or disagreed with the shape/dtype torch.export recorded for a node."""
 

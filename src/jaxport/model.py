@@ -26,16 +26,16 @@ def _as_jax(x, what: str):
     return x
 
 
-def _check_input(x, spec: Input) -> None:
+def _check_input(x, spec: Input, hint: str = "") -> None:
     if spec.spec is None or not hasattr(x, "shape"):
         return
     want = spec.spec
     shape = tuple(x.shape)
-    if len(shape) != len(want.shape) or any(w is not None and w != s for w, s in zip(want.shape, shape)):
+    if not want.admits(shape):
+        fixed = want.shape is not None and None not in want.shape
         raise InputError(
-            f"input '{spec.name}' has shape {shape}, but the model was exported with "
-            f"{want.describe()}" + ("" if None in want.shape else
-            " (pass dynamic_shapes= to from_torch to allow other sizes)")
+            f"input '{spec.name}' has shape {shape}, but the model expects {want.describe()}"
+            + (f" ({hint})" if fixed and hint else "")
         )
     expected = np.dtype(jax.dtypes.canonicalize_dtype(want.dtype))
     if np.dtype(x.dtype) != expected:
@@ -74,6 +74,7 @@ class JaxModel:
         buffer_names: Sequence[str] = (),
         tied: Mapping[str, str] | None = None,
         name: str = "model",
+        fixed_shape_hint: str = "",
     ):
         self.program = program
         self.params = params
@@ -81,6 +82,8 @@ class JaxModel:
         self.buffer_names = tuple(buffer_names)
         self.tied = dict(tied or {})
         self.name = name
+        #: What to do about an input whose fixed shape does not match (frontend-specific).
+        self.fixed_shape_hint = fixed_shape_hint
         self._flatten_inputs = flatten_inputs
         self._build_outputs = build_outputs
         self.jittable = not program.value_dependent_nodes()
@@ -106,7 +109,7 @@ class JaxModel:
         inputs = []
         for x, spec in zip(leaves, self.program.user_inputs):
             x = _as_jax(x, what=f"input '{spec.name}'")
-            _check_input(x, spec)
+            _check_input(x, spec, self.fixed_shape_hint)
             inputs.append(x)
         flat, updates = interpret(self.program, params, inputs, strict=self.strict)
         return self._build_outputs(flat), updates

@@ -30,10 +30,18 @@ class Ref:
 class TensorSpec:
     """Shape (None for a symbolic dim) and exact source dtype of a tensor value."""
 
-    shape: tuple[int | None, ...]
+    shape: tuple[int | None, ...] | None  # None: rank unknown
     dtype: np.dtype
 
+    def admits(self, shape: tuple[int, ...]) -> bool:
+        """Whether a concrete shape fits this spec (a None dim fits any size)."""
+        if self.shape is None:
+            return True
+        return len(shape) == len(self.shape) and all(e is None or e == s for e, s in zip(self.shape, shape))
+
     def describe(self) -> str:
+        if self.shape is None:
+            return f"{np.dtype(self.dtype).name}[...]"
         dims = ", ".join("?" if d is None else str(d) for d in self.shape)
         return f"{np.dtype(self.dtype).name}[{dims}]"
 
@@ -55,6 +63,9 @@ class Node:
     module_path: str = ""
     source: str = ""
     value_dependent_shape: bool = False
+    #: For a node with several results bound to names of their own (ONNX): the names, in
+    #: order, "" for a result nobody reads. `name` then only identifies the node.
+    outputs: tuple[str, ...] = ()
 
     def use(self) -> OpUse:
         return OpUse(self.op, self.name, self.module_path, self.source)
@@ -72,6 +83,19 @@ class Input:
     spec: TensorSpec | None
 
 
+@dataclass(frozen=True)
+class Subgraph:
+    """A program passed to an op as a function (ONNX's If branches, Loop and Scan bodies).
+
+    The op calls it with the subgraph's own inputs; the values it reads from the enclosing
+    program (`captures`, names there) are appended to them, so its `user_inputs` are its
+    own inputs followed by one input per capture.
+    """
+
+    program: Program
+    captures: tuple[str, ...] = ()
+
+
 @dataclass
 class Program:
     """Inputs (state, constants, user inputs) -> nodes -> outputs (+ buffer updates)."""
@@ -84,20 +108,28 @@ class Program:
     buffer_updates: dict[str, Ref] = field(default_factory=dict)  # state_dict name -> new value
     input_updates: dict[str, Ref] = field(default_factory=dict)  # user input name -> new value
 
-    def ops(self) -> dict[str, int]:
-        """Histogram of the ops this program uses."""
-        counts: dict[str, int] = {}
+    def walk(self):
+        """Every node, those of subgraphs included (after the node that owns them)."""
         for node in self.nodes:
+            yield node
+            for value in node.kwargs.values():
+                if isinstance(value, Subgraph):
+                    yield from value.program.walk()
+
+    def ops(self) -> dict[str, int]:
+        """Histogram of the ops this program uses, subgraphs included."""
+        counts: dict[str, int] = {}
+        for node in self.walk():
             counts[node.op] = counts.get(node.op, 0) + 1
         return counts
 
     def value_dependent_nodes(self) -> list[Node]:
         """Nodes whose output shape depends on tensor values, so the program cannot be jitted."""
-        return [node for node in self.nodes if node.value_dependent_shape]
+        return [node for node in self.walk() if node.value_dependent_shape]
 
     def unsupported(self) -> list[OpUse]:
         names = registry.registered_names()
-        return [node.use() for node in self.nodes if node.op not in names]
+        return [node.use() for node in self.walk() if node.op not in names]
 
     def check_supported(self) -> None:
         missing = self.unsupported()
@@ -105,16 +137,29 @@ class Program:
             raise UnsupportedOpsError(missing)
 
 
-def _resolve(value, env):
+def _resolve(value, env, strict: bool = False, rng=None):
     if isinstance(value, Ref):
         return env[value.name]
+    if isinstance(value, Subgraph):
+        return _as_function(value, env, strict, rng)
     if isinstance(value, (list, tuple)):
-        return type(value)(_resolve(v, env) for v in value)
+        return type(value)(_resolve(v, env, strict, rng) for v in value)
     if isinstance(value, dict):
-        return {k: _resolve(v, env) for k, v in value.items()}
+        return {k: _resolve(v, env, strict, rng) for k, v in value.items()}
     if isinstance(value, np.dtype):
         return np.dtype(jax.dtypes.canonicalize_dtype(value))
     return value
+
+
+def _as_function(subgraph: Subgraph, env, strict: bool, rng):
+    """The subgraph as a function of its own inputs, returning its list of outputs."""
+    captured = [env[name] for name in subgraph.captures]
+
+    def run(*inputs):
+        outputs, _ = interpret(subgraph.program, {}, [*inputs, *captured], strict=strict, rng=rng)
+        return outputs
+
+    return run
 
 
 def _conform(out, expected, node: Node, strict: bool):
@@ -126,18 +171,16 @@ def _conform(out, expected, node: Node, strict: bool):
             else:
                 raise LoweringError(f"{node.op} returned {type(out).__name__}, expected a tensor ({node.where()})")
         shape = tuple(out.shape)
-        if len(shape) != len(expected.shape) or any(
-            e is not None and e != s for e, s in zip(expected.shape, shape)
-        ):
+        if not expected.admits(shape):
             raise LoweringError(
-                f"{node.op} produced shape {shape} where PyTorch gives "
+                f"{node.op} produced shape {shape} where the source graph records "
                 f"{expected.describe()} ({node.where()})"
             )
         want = np.dtype(jax.dtypes.canonicalize_dtype(expected.dtype))
         if out.dtype != want:
             if strict:
                 raise LoweringError(
-                    f"{node.op} produced {np.dtype(out.dtype).name} where PyTorch gives "
+                    f"{node.op} produced {np.dtype(out.dtype).name} where the source graph records "
                     f"{np.dtype(expected.dtype).name} ({node.where()})"
                 )
             out = out.astype(want)
@@ -177,13 +220,17 @@ def interpret(
         fn = lookup(node.op)
         if fn is None:
             raise UnsupportedOpsError([node.use()])
-        args = _resolve(node.args, env)
-        kwargs = _resolve(node.kwargs, env)
-        rng_keyword = registry.random_keyword(node.op)
-        if rng_keyword:
+        node_rng = None
+        if rng_keyword := registry.random_keyword(node.op):
             if rng is None:
                 rng = jax.random.key(0)
-            kwargs[rng_keyword] = jax.random.fold_in(rng, index)
+            node_rng = jax.random.fold_in(rng, index)
+        # Subgraphs (loop bodies, branches) draw from a key of their own node.
+        inner_rng = None if rng is None else jax.random.fold_in(rng, index)
+        args = _resolve(node.args, env, strict, inner_rng)
+        kwargs = _resolve(node.kwargs, env, strict, inner_rng)
+        if rng_keyword:
+            kwargs[rng_keyword] = node_rng
         try:
             out = fn(*args, **kwargs)
         except JaxportError:
@@ -199,7 +246,18 @@ def interpret(
             raise LoweringError(f"{node.op} cannot run under this JAX transformation ({node.where()}):\n{e}") from e
         except Exception as e:
             raise LoweringError(f"{node.op} failed ({node.where()}): {type(e).__name__}: {e}") from e
-        env[node.name] = _conform(out, node.expected, node, strict)
+        if node.outputs:
+            # A tuple is several results; anything else (a list is an ONNX sequence) is one.
+            results = out if isinstance(out, tuple) else (out,)
+            if len(results) < len(node.outputs):
+                raise LoweringError(
+                    f"{node.op} returned {len(results)} result(s) where the graph reads "
+                    f"{len(node.outputs)} ({node.where()})"
+                )
+            results = _conform(tuple(results[: len(node.outputs)]), node.expected, node, strict)
+            env.update((name, value) for name, value in zip(node.outputs, results) if name)
+        else:
+            env[node.name] = _conform(out, node.expected, node, strict)
     outputs = [_resolve(o, env) for o in program.outputs]
     updates = {name: _resolve(ref, env) for name, ref in program.buffer_updates.items()}
     updates.update({name: _resolve(ref, env) for name, ref in program.input_updates.items()})

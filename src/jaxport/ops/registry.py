@@ -18,6 +18,15 @@ ATEN: dict[str, Callable] = {}
 PYTHON: dict[str, Callable] = {}
 #: Ops that draw random numbers -> the keyword their lowering takes a `jax.random` key by.
 RANDOM: dict[str, str] = {}
+#: ONNX: "Add" (default domain) or "com.microsoft::FusedMatMul" -> {since_version: lowering}.
+ONNX_VERSIONS: dict[str, dict[int, Callable]] = {}
+#: ONNX lowerings by their program op name, "onnx.Add-14" or "com.microsoft.FusedMatMul-1".
+ONNX: dict[str, Callable] = {}
+#: ONNX program op name -> positions of the inputs its lowering reads as concrete values
+#: (shapes, axes, pads): under `jax.jit` they must not depend on the model's inputs.
+ONNX_STATIC_INPUTS: dict[str, tuple[int, ...]] = {}
+#: ONNX program op names whose output shape depends on input values (NonZero, Unique).
+ONNX_VALUE_DEPENDENT: set[str] = set()
 
 
 def _register(table: dict[str, Callable], prefix: str, names: tuple[str, ...]) -> Callable[[F], F]:
@@ -55,10 +64,64 @@ def python(*names: str) -> Callable[[F], F]:
     return _register(PYTHON, "", names)
 
 
+def onnx(
+    op_type: str,
+    since: int,
+    *,
+    domain: str = "",
+    static: tuple[int, ...] = (),
+    value_dependent: bool = False,
+    random: bool = False,
+) -> Callable[[F], F]:
+    """Register the lowering of ONNX op `op_type` from opset `since` on, until a later
+    registration of the same op: `@onnx("Add", since=14)`.
+
+    Inputs are positional (a missing optional input is None), attributes are keywords
+    named as in the ONNX schema with ONNX's defaults. A lowering with a keyword-only
+    `output_count` parameter is told how many outputs the node names (older Split).
+    `static` lists the input positions the lowering reads as concrete values (a shape,
+    axes): a model whose inputs reach them runs op by op rather than under `jax.jit`, as
+    does one using an op marked `value_dependent` (its output shape depends on values).
+    `random=True`: the lowering takes a keyword-only `key`, which the interpreter supplies.
+    """
+    qualified = op_type if domain in ("", "ai.onnx") else f"{domain}::{op_type}"
+
+    def decorator(fn: F) -> F:
+        versions = ONNX_VERSIONS.setdefault(qualified, {})
+        if since in versions:
+            raise ValueError(f"ONNX {qualified} since {since} is registered twice")
+        versions[since] = fn
+        name = onnx_program_op(op_type, domain, since)
+        ONNX[name] = fn
+        if static:
+            ONNX_STATIC_INPUTS[name] = static
+        if value_dependent:
+            ONNX_VALUE_DEPENDENT.add(name)
+        if random:
+            RANDOM[name] = "key"
+        return fn
+
+    return decorator
+
+
+def onnx_program_op(op_type: str, domain: str, version: int | None) -> str:
+    """How a program names an ONNX op: "onnx.Add-14"; without a version, an op jaxport lacks."""
+    prefix = "onnx" if domain in ("", "ai.onnx") else domain
+    return f"{prefix}.{op_type}" + ("" if version is None else f"-{version}")
+
+
+def onnx_implementation(op_type: str, domain: str, opset: int) -> int | None:
+    """The `since` version of the newest lowering of `op_type` not later than `opset`, or None."""
+    _load_libraries()
+    qualified = op_type if domain in ("", "ai.onnx") else f"{domain}::{op_type}"
+    usable = [v for v in ONNX_VERSIONS.get(qualified, ()) if v <= opset]
+    return max(usable) if usable else None
+
+
 def lookup(name: str) -> Callable | None:
     """The lowering registered under `name`, or None."""
     _load_libraries()
-    return ATEN.get(name) or PYTHON.get(name)
+    return ATEN.get(name) or PYTHON.get(name) or ONNX.get(name)
 
 
 def random_keyword(name: str) -> str | None:
@@ -69,7 +132,7 @@ def random_keyword(name: str) -> str | None:
 
 def registered_names() -> set[str]:
     _load_libraries()
-    return set(ATEN) | set(PYTHON)
+    return set(ATEN) | set(PYTHON) | set(ONNX)
 
 
 _loaded = False
@@ -80,6 +143,7 @@ def _load_libraries() -> None:
     global _loaded
     if not _loaded:
         from . import aten as _aten  # noqa: F401
+        from . import onnx as _onnx  # noqa: F401
         from . import python_builtins as _python  # noqa: F401
 
         _loaded = True

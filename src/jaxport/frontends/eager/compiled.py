@@ -30,23 +30,24 @@ def _signature(value, tensors: list):
     """A hashable description of a dispatcher argument. Tensors are described by geometry and
     dtype and appended to `tensors` (their arrays are the compiled call's inputs); everything
     else by type and value, since it is baked into the compiled call."""
-    if isinstance(value, JaxTensor):
+    kind = type(value)
+    if kind is JaxTensor or (kind not in _STATIC_TYPES and isinstance(value, JaxTensor)):
         # The compiled call reads a JaxTensor from its storage, so views cost nothing extra.
         tensors.append(value)
         storage = value._box.array
-        return (JaxTensor, value.window(), value.dtype, storage.shape, storage.dtype)
-    if isinstance(value, torch.Tensor):
-        tensors.append(value)
-        return (torch.Tensor, tuple(value.shape), value.dtype)
-    kind = type(value)
+        return (JaxTensor, value.shape, value.stride(), value.storage_offset(), value.dtype,
+                storage.shape, storage.dtype)
+    if kind in _STATIC_TYPES:
+        return (kind, value)
     if kind is float:  # repr tells -0.0 from 0.0 and keeps nan equal to itself
         return (float, repr(value))
     if kind is complex:
         return (complex, repr(value))
     if kind in (list, tuple):
         return (kind, tuple(_signature(v, tensors) for v in value))
-    if kind in _STATIC_TYPES:
-        return (kind, value)
+    if isinstance(value, torch.Tensor):
+        tensors.append(value)
+        return (torch.Tensor, tuple(value.shape), value.dtype)
     raise TypeError(kind)  # a generator, a SymInt, ...: not compiled
 
 
@@ -112,8 +113,10 @@ def compiled_call(func, args, kwargs):
     if call is not None and call.run is not None and call.func is func:
         arrays = [_input_array(t) for t in tensors]
         # Under jax.jit (jax_fn) the op is traced into the caller's program instead.
-        if not any(isinstance(a, jax.core.Tracer) for a in arrays):
-            return call.run(arrays, tensors), None
+        for array in arrays:
+            if isinstance(array, jax.core.Tracer):
+                return None, (func, key, tensors)
+        return call.run(arrays, tensors), None
     return None, (func, key, tensors)
 
 
@@ -190,20 +193,23 @@ def _traceable(plan: Lowered, args, kwargs, meta, written: int | None):
         results = list(result) if isinstance(meta, (list, tuple)) else [result]
         results = [jnp.asarray(r).astype(w) for r, w in zip(results, wanted)]
         if written is None:
-            return results
+            # One array, not a list of one: the compiled call's output pytree costs per call.
+            return results if isinstance(meta, (list, tuple)) else results[0]
         return write_window(arrays[written], slots[written].window, results[0])
 
     return run
 
 
 def _wrapper_for(meta):
-    """Turns the compiled call's arrays into JaxTensors shaped like `meta`."""
-    metas = list(meta) if isinstance(meta, (list, tuple)) else [meta]
-    layouts = [(tuple(m.shape), _contiguous_strides(tuple(m.shape)), m.dtype) for m in metas]
+    """Turns the compiled call's output (an array, or a list of them) into JaxTensors shaped
+    like `meta`."""
+    if not isinstance(meta, (list, tuple)):
+        size, dtype = tuple(meta.shape), meta.dtype
+        return lambda array: JaxTensor._dense(Storage(array), size, dtype)
+    layouts = [(tuple(m.shape), _contiguous_strides(tuple(m.shape)), m.dtype) for m in meta]
 
     def wrap(arrays):
-        tensors = [JaxTensor(Storage(a), size, stride, 0, dtype)
-                   for a, (size, stride, dtype) in zip(arrays, layouts)]
-        return type(meta)(tensors) if isinstance(meta, (list, tuple)) else tensors[0]
+        return type(meta)([JaxTensor(Storage(a), size, stride, 0, dtype)
+                           for a, (size, stride, dtype) in zip(arrays, layouts)])
 
     return wrap

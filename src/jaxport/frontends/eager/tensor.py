@@ -138,6 +138,14 @@ class JaxTensor(torch.Tensor):
         return t
 
     @classmethod
+    def _dense(cls, box: Storage, size: tuple, dtype: torch.dtype) -> JaxTensor:
+        """A contiguous tensor over all of `box`: PyTorch computes the strides itself, which
+        costs less than passing them (this builds the result of every compiled eager call)."""
+        t = torch.Tensor._make_wrapper_subclass(cls, size, dtype=dtype, device=_WRAPPER_DEVICE)
+        t._box = box
+        return t
+
+    @classmethod
     def from_array(cls, array, dtype: torch.dtype | None = None, requires_grad=False) -> JaxTensor:
         """A contiguous JaxTensor holding `array` (no copy); `dtype` is its torch dtype."""
         if not isinstance(array, jax.Array):

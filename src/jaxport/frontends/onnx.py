@@ -1,0 +1,390 @@
+"""ONNX `ModelProto` -> `Program`, and `from_onnx`.
+
+The model is parsed with the `onnx` package (external-data weights included) and
+run through ONNX shape inference, whose value types become the nodes' expected
+shapes and dtypes. Each node is bound to the newest lowering of its op whose
+`since` version is not later than the model's opset for that domain.
+
+Values that ONNX graphs compute shapes from (`Shape`, `Constant`, small integer
+initializers) stay concrete NumPy/JAX values, so ops such as `Reshape` read
+their shape operands statically even under `jax.jit`: floating-point
+initializers are `params`, integer and boolean initializers of up to
+`_STATIC_INITIALIZER_SIZE` values are constants.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError, JaxportError, ModelFileError, UnsupportedDtypeError
+from ..model import JaxModel
+from ..ops import registry
+from ..program import Input, Node, Program, Ref, Subgraph, TensorSpec
+
+#: Integer/boolean initializers up to this many values are baked in as constants (they are
+#: shapes, axes and indices, which ops need statically); larger ones are params.
+_STATIC_INITIALIZER_SIZE = 4096
+
+
+def load(model: Any) -> Any:
+    """An `onnx.ModelProto` from a path, bytes or a `ModelProto`, with external data loaded."""
+    from google.protobuf.message import DecodeError
+
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (bytes, bytearray)):
+        try:
+            return onnx.load_model_from_string(bytes(model))
+        except (DecodeError, ValueError, RuntimeError) as e:
+            raise ModelFileError(f"these bytes are not an ONNX model ({e})") from None
+    path = os.fspath(model)
+    if not os.path.isfile(path):
+        raise ModelFileError(f"{path}: no such file")
+    try:
+        proto = onnx.load(path, load_external_data=False)
+    except (DecodeError, ValueError, RuntimeError, OSError) as e:
+        raise ModelFileError(f"{path} is not a readable ONNX model (truncated or corrupt?): {e}") from None
+    if not proto.graph.node and not proto.graph.output:
+        raise ModelFileError(f"{path} holds no ONNX graph (empty, truncated or not an ONNX file)")
+    try:
+        onnx.external_data_helper.load_external_data_for_model(proto, os.path.dirname(os.path.abspath(path)))
+    except (OSError, ValueError) as e:
+        raise ModelFileError(f"{path}: cannot load its external weights: {e}") from None
+    return proto
+
+
+def _infer_shapes(model):
+    import onnx
+
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - inference is an aid; conversion works without it
+        return model
+
+
+def np_dtype(elem_type: int) -> np.dtype:
+    """The NumPy dtype of an ONNX element type (bfloat16 and float8 via ml_dtypes)."""
+    import onnx
+
+    if elem_type == onnx.TensorProto.UNDEFINED:
+        raise TypeError("undefined element type")
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    if dtype == np.dtype(object):
+        raise TypeError(onnx.TensorProto.DataType.Name(elem_type).lower())
+    return dtype
+
+
+def _spec(type_proto) -> TensorSpec | None:
+    """A TensorSpec for a tensor type; None for sequences, optionals or unknown types."""
+    if not type_proto.HasField("tensor_type"):
+        return None
+    tensor = type_proto.tensor_type
+    dtype = np_dtype(tensor.elem_type)
+    if not tensor.HasField("shape"):
+        return TensorSpec(None, dtype)
+    shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+    return TensorSpec(shape, dtype)
+
+
+def _dtype_problem(type_proto) -> str | None:
+    """Why a declared type is one jaxport cannot hold (strings, ...), or None."""
+    kind = type_proto.WhichOneof("value")
+    if kind == "tensor_type":
+        try:
+            np_dtype(type_proto.tensor_type.elem_type)
+        except TypeError as e:
+            if str(e) == "undefined element type":
+                return None
+            return f"{e} tensors"
+        return None
+    if kind == "sequence_type":
+        return _dtype_problem(type_proto.sequence_type.elem_type)
+    if kind == "optional_type":
+        return _dtype_problem(type_proto.optional_type.elem_type)
+    if kind == "map_type":
+        return "maps"
+    return None
+
+
+def _type_value(type_proto):
+    """A TYPE_PROTO attribute as a lowering sees it: a dtype, or ("sequence"|"optional", inner)."""
+    kind = type_proto.WhichOneof("value")
+    if kind == "tensor_type":
+        return np_dtype(type_proto.tensor_type.elem_type)
+    if kind == "sequence_type":
+        return ("sequence", _type_value(type_proto.sequence_type.elem_type))
+    if kind == "optional_type":
+        return ("optional", _type_value(type_proto.optional_type.elem_type))
+    return None
+
+
+def _tensor_value(tensor) -> np.ndarray:
+    from onnx import numpy_helper
+
+    try:
+        return numpy_helper.to_array(tensor)
+    except Exception as e:  # noqa: BLE001 - malformed data gets one clear line
+        raise ModelFileError(f"tensor '{tensor.name}' cannot be read: {e}") from None
+
+
+def _sparse_value(sparse) -> np.ndarray:
+    values = _tensor_value(sparse.values)
+    indices = _tensor_value(sparse.indices).astype(np.int64)
+    dense = np.zeros(tuple(sparse.dims), values.dtype)
+    if indices.ndim == 1:  # linear indices
+        dense.reshape(-1)[indices] = values
+    else:
+        dense[tuple(indices.T)] = values
+    return dense
+
+
+class _Converter:
+    """Converts one graph (and, recursively, its subgraphs) into a Program."""
+
+    def __init__(self, opsets: Mapping[str, int], specs: Mapping[str, TensorSpec | None]):
+        self.opsets = opsets
+        self.specs = specs
+        self.dtype_problems: list[str] = []
+
+    def attribute(self, attr, runtime: set[str]):
+        import onnx
+
+        kind = attr.type
+        A = onnx.AttributeProto
+        if kind == A.FLOAT:
+            return float(attr.f)
+        if kind == A.INT:
+            return int(attr.i)
+        if kind == A.STRING:
+            return attr.s.decode("utf-8", "replace")
+        if kind == A.TENSOR:
+            return _tensor_value(attr.t)
+        if kind == A.SPARSE_TENSOR:
+            return _sparse_value(attr.sparse_tensor)
+        if kind == A.GRAPH:
+            return self.subgraph(attr.g, runtime)
+        if kind == A.TYPE_PROTO:
+            return _type_value(attr.tp)
+        if kind == A.FLOATS:
+            return tuple(float(v) for v in attr.floats)
+        if kind == A.INTS:
+            return tuple(int(v) for v in attr.ints)
+        if kind == A.STRINGS:
+            return tuple(v.decode("utf-8", "replace") for v in attr.strings)
+        if kind == A.TENSORS:
+            return tuple(_tensor_value(t) for t in attr.tensors)
+        if kind == A.GRAPHS:
+            return tuple(self.subgraph(g, runtime) for g in attr.graphs)
+        if kind == A.SPARSE_TENSORS:
+            return tuple(_sparse_value(t) for t in attr.sparse_tensors)
+        if kind == A.TYPE_PROTOS:
+            return tuple(_type_value(t) for t in attr.type_protos)
+        raise ModelFileError(f"attribute '{attr.name}' has an unknown type ({kind})")
+
+    def node(self, proto, index: int, runtime: set[str]) -> Node:
+        """`runtime`: the values known only when the model runs (derived from its inputs or
+        params, not from shapes and constants)."""
+        domain = "" if proto.domain in ("", "ai.onnx") else proto.domain
+        opset = self.opsets.get(domain, 1 if domain == "" else None)
+        version = None if opset is None else registry.onnx_implementation(proto.op_type, domain, opset)
+        op = registry.onnx_program_op(proto.op_type, domain, version)
+        kwargs = {attr.name: self.attribute(attr, runtime) for attr in proto.attribute}
+        fn = registry.lookup(op) if version is not None else None
+        if fn is not None and "output_count" in (fn.__kwdefaults__ or {}):
+            kwargs["output_count"] = len(proto.output)
+        label = proto.name or f"{proto.op_type}_{index}"
+        static = registry.ONNX_STATIC_INPUTS.get(op, ())
+        reads_runtime_shape = any(
+            position < len(proto.input) and proto.input[position] in runtime for position in static
+        )
+        return Node(
+            name=f"{label}#{index}",
+            op=op,
+            args=tuple(Ref(name) if name else None for name in proto.input),
+            kwargs=kwargs,
+            expected=tuple(self.specs.get(name) for name in proto.output),
+            module_path=proto.name,
+            source=f"{proto.domain or 'ai.onnx'} {proto.op_type}, opset {opset}",
+            outputs=tuple(proto.output),
+            value_dependent_shape=reads_runtime_shape or op in registry.ONNX_VALUE_DEPENDENT,
+        )
+
+    def graph(self, graph, outer_runtime: set[str]) -> tuple[Program, dict[str, np.ndarray], list[str]]:
+        """(program, {initializer: value} bound to params, names read from enclosing graphs).
+
+        `outer_runtime`: the enclosing graphs' values that are known only when the model runs.
+        """
+        initializers = {t.name: _tensor_value(t) for t in graph.initializer}
+        initializers.update({s.values.name: _sparse_value(s) for s in graph.sparse_initializer})
+        params = {k: v for k, v in initializers.items() if _is_param(v)}
+        constants = {k: v for k, v in initializers.items() if k not in params}
+        inputs = [Input(v.name, v.name, self._declared(v, f"graph input '{v.name}'"))
+                  for v in graph.input if v.name not in initializers]
+        defined = set(initializers) | {i.value for i in inputs}
+        runtime = {i.value for i in inputs} | set(params) | outer_runtime
+        nodes, captures = [], []
+        for index, proto in enumerate(graph.node):
+            node = self.node(proto, index, runtime)
+            if proto.op_type not in _SHAPE_ONLY and any(name in runtime for name in _reads(node)):
+                runtime.update(name for name in proto.output if name)
+            for name in _reads(node):
+                if name not in defined and name not in captures:
+                    captures.append(name)
+            defined.update(name for name in proto.output if name)
+            nodes.append(node)
+        for value in graph.output:
+            self._declared(value, f"graph output '{value.name}'")
+            if value.name not in defined and value.name not in captures:
+                captures.append(value.name)
+        program = Program(
+            state_inputs=[(name, name) for name in params],
+            constants=constants,
+            user_inputs=inputs,
+            nodes=nodes,
+            outputs=[Ref(v.name) for v in graph.output],
+        )
+        return program, params, captures
+
+    def subgraph(self, graph, outer_runtime: set[str]) -> Subgraph:
+        program, params, captures = self.graph(graph, set(outer_runtime))
+        # A subgraph's own initializers are constants of its program, never params.
+        program.constants.update(params)
+        program.state_inputs = []
+        program.user_inputs += [Input(name, name, self.specs.get(name)) for name in captures]
+        return Subgraph(program, tuple(captures))
+
+    def _declared(self, value, what: str) -> TensorSpec | None:
+        problem = _dtype_problem(value.type)
+        if problem:
+            self.dtype_problems.append(f"{what} holds {problem}")
+            return None
+        return _spec(value.type)
+
+
+#: Ops whose outputs depend only on their inputs' shapes, which are static under jax.jit.
+_SHAPE_ONLY = frozenset({"Shape", "Size"})
+
+
+def _is_param(value: np.ndarray) -> bool:
+    return value.dtype.kind in "fcV" or value.size > _STATIC_INITIALIZER_SIZE
+
+
+def _reads(node: Node) -> Iterable[str]:
+    """The names a node reads: its inputs and what its subgraphs capture."""
+    for arg in node.args:
+        if isinstance(arg, Ref):
+            yield arg.name
+    for value in node.kwargs.values():
+        for sub in value if isinstance(value, tuple) else (value,):
+            if isinstance(sub, Subgraph):
+                yield from sub.captures
+
+
+def _value_specs(model) -> dict[str, TensorSpec | None]:
+    specs: dict[str, TensorSpec | None] = {}
+
+    def visit(graph):
+        for value in (*graph.input, *graph.output, *graph.value_info):
+            if _dtype_problem(value.type) is None:
+                specs[value.name] = _spec(value.type)
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    visit(attr.g)
+                for g in attr.graphs:
+                    visit(g)
+
+    visit(model.graph)
+    return specs
+
+
+def _dtype_problems_of_nodes(model) -> list[str]:
+    """Nodes whose inferred output types jaxport cannot hold (string tensors, maps)."""
+    problems = []
+    value_types = {v.name: v.type for v in model.graph.value_info}
+    for index, node in enumerate(model.graph.node):
+        for name in node.output:
+            if name in value_types:
+                problem = _dtype_problem(value_types[name])
+                if problem:
+                    problems.append(f"node '{node.name or node.op_type + '_' + str(index)}' "
+                                    f"({node.op_type}) produces {problem}")
+    return problems
+
+
+def to_program(model) -> tuple[Program, dict[str, np.ndarray]]:
+    """Convert a loaded `ModelProto` into a Program and its params."""
+    opsets: dict[str, int] = {}
+    for entry in model.opset_import:
+        opsets["" if entry.domain in ("", "ai.onnx") else entry.domain] = entry.version
+    if not opsets:  # IR version 1-2 models carry no opset_import
+        opsets[""] = 1
+    inferred = _infer_shapes(model)
+    converter = _Converter(opsets, _value_specs(inferred))
+    program, params, captures = converter.graph(model.graph, set())
+    problems = converter.dtype_problems + _dtype_problems_of_nodes(inferred)
+    if problems:
+        raise UnsupportedDtypeError(problems)
+    if captures:
+        raise ModelFileError(f"the graph reads values nothing defines: {', '.join(captures)}")
+    return program, params
+
+
+def _input_flattener(inputs: list[Input]):
+    names = [i.name for i in inputs]
+
+    def flatten(args: tuple, kwargs: dict) -> list:
+        if len(args) > len(names):
+            raise InputError(f"the model takes {len(names)} input(s) ({', '.join(names)}); got {len(args)}")
+        values = dict(zip(names, args))
+        for key, value in kwargs.items():
+            if key not in names:
+                raise InputError(f"the model has no input '{key}'; its inputs are {', '.join(names)}")
+            if key in values:
+                raise InputError(f"input '{key}' given twice")
+            values[key] = value
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise InputError(f"missing input(s): {', '.join(missing)} (the model takes {', '.join(names)})")
+        return [values[n] for n in names]
+
+    return flatten
+
+
+def _build_outputs(flat: list):
+    return flat[0] if len(flat) == 1 else tuple(flat)
+
+
+def from_onnx(model: Any, *, name: str | None = None) -> JaxModel:
+    """Load an ONNX model (a path, bytes or `onnx.ModelProto`) as a `JaxModel`.
+
+    `params` holds the graph's floating-point initializers under their graph names;
+    `apply(params, *inputs)` takes the graph inputs in order (or by name) and returns the
+    output, or a tuple of the outputs in graph order; `output_names` names them.
+    """
+    import jax.numpy as jnp
+
+    proto = load(model)
+    program, params = to_program(proto)
+    program.check_supported()
+    if name is None:
+        name = proto.graph.name or (os.path.basename(os.fspath(model)) if isinstance(model, (str, os.PathLike)) else "onnx")
+    converted = JaxModel(
+        program,
+        {key: jnp.asarray(value) for key, value in params.items()},
+        parameter_names=list(params),
+        flatten_inputs=_input_flattener(program.user_inputs),
+        build_outputs=_build_outputs,
+        name=name,
+    )
+    converted.output_names = tuple(v.name for v in proto.graph.output)
+    return converted
+
+
+__all__ = ["from_onnx", "load", "to_program", "JaxportError"]
