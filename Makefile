@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test opinfo-report opinfo-full opinfo-eager lint bench clean
+.PHONY: setup demo test opinfo-report opinfo-full opinfo-eager onnx-report lint bench clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,12 @@ demo: setup
 test: setup
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m pytest -q -n 2
+
+# ONNX's node conformance cases; regenerates docs/onnx-conformance.md from the results.
+onnx-report: setup
+	rm -f build/onnx.json*; $(PY) -m pytest -q -n 2 -p no:cacheprovider tests/test_onnx_conformance.py \
+		--onnx-report=build/onnx.json || true
+	$(PY) -m tests.onnx.report build/onnx.json docs/onnx-conformance.md
 
 # An OpInfo sweep that regenerates docs/opinfo.md from its results. OPINFO_LEVEL=wide (3 samples
 # per op and dtype, ~30 min on two cores) made the committed table; full runs every sample (hours).
@@ -50,6 +56,8 @@ lint: setup
 
 bench: setup
 	$(PY) benchmarks/bench_models.py
+	$(PY) benchmarks/bench_eager.py
+	$(PY) benchmarks/bench_onnx.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -151,6 +151,15 @@ def _resolve(value, env, strict: bool = False, rng=None):
     return value
 
 
+def _all_concrete(args, kwargs) -> bool:
+    """Whether no argument is a traced value (functions, i.e. subgraphs, count as traced:
+    what they compute is not known here)."""
+    for leaf in jax.tree_util.tree_leaves((args, kwargs)):
+        if isinstance(leaf, jax.core.Tracer) or callable(leaf):
+            return False
+    return True
+
+
 def _as_function(subgraph: Subgraph, env, strict: bool, rng):
     """The subgraph as a function of its own inputs, returning its list of outputs."""
     captured = [env[name] for name in subgraph.captures]
@@ -232,7 +241,14 @@ def interpret(
         if rng_keyword:
             kwargs[rng_keyword] = node_rng
         try:
-            out = fn(*args, **kwargs)
+            if _all_concrete(args, kwargs):
+                # Values computed from constants and shapes alone (ONNX's Shape -> Gather ->
+                # Concat -> Reshape chains) are evaluated now, even under jax.jit, so ops that
+                # need them statically (a reshape's target shape) can read them.
+                with jax.ensure_compile_time_eval():
+                    out = fn(*args, **kwargs)
+            else:
+                out = fn(*args, **kwargs)
         except JaxportError:
             raise
         except (jax.errors.JAXTypeError, jax.errors.JAXIndexError) as e:

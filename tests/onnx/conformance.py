@@ -75,6 +75,17 @@ def _compare(actual, expected, rtol: float, atol: float, where: str) -> None:
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=where)
 
 
+def _as_values(data):
+    """A case's inputs/outputs with TensorProtos (the Cast cases store them so) as arrays."""
+    from onnx import TensorProto, numpy_helper
+
+    if isinstance(data, TensorProto):
+        return numpy_helper.to_array(data)
+    if isinstance(data, (list, tuple)):
+        return type(data)(_as_values(d) for d in data)
+    return data
+
+
 def run_case(case) -> str:
     """Run one case; raises AssertionError (or jaxport's error) on a mismatch. Returns how
     it ran: "jit" or "op by op"."""
@@ -82,6 +93,7 @@ def run_case(case) -> str:
     model.strict = True
     mode = "jit" if model.jittable else "op by op"
     for inputs, expected in case.data_sets:
+        inputs, expected = _as_values(list(inputs)), _as_values(list(expected))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             outputs = model(*inputs)

@@ -26,49 +26,92 @@ def _stack(values: list, like):
     """Stack a Loop's per-iteration scan outputs (none ran: an empty array shaped like one)."""
     if values:
         return jnp.stack([jnp.asarray(v) for v in values])
-    return jnp.zeros((0, *jnp.shape(like)), jnp.result_type(like))
+    return jnp.zeros((0, *like.shape), like.dtype)
 
 
-@onnx("If", since=1)
+def _same_structure(a, b) -> bool:
+    """Whether two lists of values (arrays, sequences, empty optionals) have equal types."""
+    a_leaves, a_tree = jax.tree_util.tree_flatten(list(a), is_leaf=lambda v: v is None)
+    b_leaves, b_tree = jax.tree_util.tree_flatten(list(b), is_leaf=lambda v: v is None)
+    return a_tree == b_tree and all(
+        (x is None) == (y is None)
+        and (x is None or (tuple(x.shape), np.dtype(x.dtype)) == (tuple(y.shape), np.dtype(y.dtype)))
+        for x, y in zip(a_leaves, b_leaves)
+    )
+
+
+@onnx("If", since=1, static=(0,))
 def if_(cond, *, then_branch, else_branch):
-    """If(B cond) -> V... ; then_branch, else_branch: graphs with no inputs."""
+    """If(B cond) -> V... ; then_branch, else_branch: graphs with no inputs.
+
+    The condition is declared static because ONNX lets the branches differ in shape and
+    type (a sequence or an empty optional on one side), which only a concrete choice can
+    give; traced by a caller's own `jax.jit`, equal-typed branches become `lax.cond`.
+    """
     if _concrete(cond):
         chosen = then_branch if bool(np.asarray(cond).reshape(-1)[0]) else else_branch
         return tuple(chosen())
+    then_shapes = jax.eval_shape(lambda: tuple(then_branch()))
+    else_shapes = jax.eval_shape(lambda: tuple(else_branch()))
+    if not _same_structure(then_shapes, else_shapes):
+        raise jax.errors.ConcretizationTypeError(
+            cond, "If whose branches differ in shape or type needs a condition known at trace time"
+        )
     return tuple(lax.cond(jnp.reshape(cond, (-1,))[0], lambda: tuple(then_branch()),
                           lambda: tuple(else_branch())))
 
 
-@onnx("Loop", since=1)
-def loop(max_trip_count=None, cond=None, *initial, body):
-    """Loop(I max_trip_count?, B cond?, V... v_initial) -> (V... v_final, scan outputs...).
+@onnx("Loop", since=1, static=(0,))
+def loop(M=None, cond=None, *v_initial, body):
+    """Loop(I M?, B cond?, V... v_initial) -> (V... v_final, scan outputs...).
 
     body(iteration_num, condition, *loop_carried) -> (condition, *loop_carried, *scan_outputs).
+    The trip count is static: it decides the scan outputs' length. With concrete operands,
+    or a carried state whose shape or type changes (a growing sequence), the loop runs in
+    Python; otherwise it becomes `lax.while_loop` (no scan outputs) or `lax.scan`.
     """
-    carried = list(initial)
-    if _concrete(max_trip_count, cond, *initial):
-        return _loop_in_python(max_trip_count, cond, carried, body)
-    trip_limit = None if max_trip_count is None else jnp.reshape(max_trip_count, ())
-    keep_going = jnp.asarray(True) if cond is None else jnp.reshape(cond, ()).astype(bool)
-    # Probe the body once to learn how many scan outputs it has and what they look like.
-    probe = jax.eval_shape(lambda c: body(jnp.asarray(0, index_dtype()), jnp.asarray(True), *c), carried)
+    carried = list(v_initial)
+    index = jnp.asarray(0, index_dtype())
+    if _concrete(M, cond, *carried) or not _fixed_state(body, index, carried):
+        return _loop_in_python(M, cond, carried, body)
+    # Concrete operands stay NumPy, so traced code can still read them.
+    xp_m, xp_c = (np if _concrete(v) else jnp for v in (M, cond))
+    trip_limit = None if M is None else xp_m.reshape(M, ())
+    keep_going = np.asarray(True) if cond is None else xp_c.reshape(cond, ()).astype(bool)
+    probe = jax.eval_shape(lambda c: body(index, jnp.asarray(True), *c), carried)
     n_scan = len(probe) - 1 - len(carried)
     if n_scan == 0:
         return tuple(_while_loop(trip_limit, keep_going, carried, body))
     if trip_limit is None or not _concrete(trip_limit):
         raise jax.errors.ConcretizationTypeError(
-            trip_limit, "Loop with scan outputs needs a max_trip_count known at trace time"
+            trip_limit, "Loop with scan outputs needs a trip count known at trace time"
         )
     return tuple(_scanned_loop(int(trip_limit), keep_going, carried, body, n_scan))
 
 
-def _loop_in_python(max_trip_count, cond, carried, body):
-    limit = None if max_trip_count is None else int(np.asarray(max_trip_count).reshape(()))
+def _fixed_state(body, index, carried) -> bool:
+    """Whether the loop-carried values are tensors that keep their shape and dtype (and the
+    scan outputs are tensors), as `lax` loops need."""
+    if any(v is None or isinstance(v, list) for v in carried):
+        return False
+    try:
+        probe = jax.eval_shape(lambda c: body(index, jnp.asarray(True), *c), carried)
+    except Exception:  # noqa: BLE001 - e.g. a body op that needs the iteration number itself:
+        return False  # the Python loop then unrolls it, or reports the error
+    outputs = list(probe[1:])
+    if any(v is None or isinstance(v, list) for v in outputs):
+        return False
+    return _same_structure(outputs[: len(carried)], carried)
+
+
+def _loop_in_python(M, cond, carried, body):
+    limit = None if M is None else int(np.asarray(M).reshape(()))
     keep_going = True if cond is None else bool(np.asarray(cond).reshape(()))
     scans: list[list] | None = None
     i = 0
     while keep_going and (limit is None or i < limit):
-        outputs = body(jnp.asarray(i, index_dtype()), jnp.asarray(keep_going), *carried)
+        # NumPy values stay concrete under jax.jit, for body ops that read them statically.
+        outputs = body(np.asarray(i, index_dtype()), np.asarray(keep_going), *carried)
         keep_going = bool(np.asarray(outputs[0]).reshape(()))
         carried = list(outputs[1:1 + len(carried)])
         step_scans = outputs[1 + len(carried):]
@@ -78,9 +121,10 @@ def _loop_in_python(max_trip_count, cond, carried, body):
             store.append(value)
         i += 1
     if scans is None:  # no iteration ran: the scan outputs' element shapes come from the body
-        probe = jax.eval_shape(lambda c: body(jnp.asarray(0, index_dtype()), jnp.asarray(True), *c), carried)
-        likes = [jnp.zeros(p.shape, p.dtype) for p in probe[1 + len(carried):]]
-        return (*carried, *(_stack([], like) for like in likes))
+        probe = jax.eval_shape(
+            lambda c: body(jnp.asarray(0, index_dtype()), jnp.asarray(True), *c), carried
+        )
+        return (*carried, *(_stack([], like) for like in probe[1 + len(carried):]))
     return (*carried, *(_stack(store, None) for store in scans))
 
 
@@ -96,14 +140,15 @@ def _while_loop(trip_limit, keep_going, carried, body):
         return i + 1, jnp.reshape(outputs[0], ()).astype(bool), new_values
 
     carried = [jnp.asarray(v) for v in carried]
-    _, _, final = lax.while_loop(condition, step, (jnp.asarray(0, index_dtype()), keep_going, carried))
+    state = (jnp.asarray(0, index_dtype()), keep_going, carried)
+    _, _, final = lax.while_loop(condition, step, state)
     return final
 
 
 def _scanned_loop(trips: int, keep_going, carried, body, n_scan: int):
     def step(state, i):
         going, values = state
-        outputs = body(i, jnp.asarray(True), *values)
+        outputs = body(i, np.asarray(True), *values)  # NumPy: stays concrete while traced
         if not _concrete(outputs[0]) or not bool(np.asarray(outputs[0]).reshape(())):
             # The loop could stop early, so its scan outputs' length depends on values.
             raise jax.errors.ConcretizationTypeError(
@@ -120,44 +165,72 @@ def _scanned_loop(trips: int, keep_going, carried, body, n_scan: int):
 
 
 def _scan(initial, scan_inputs, body, scan_input_axes, scan_input_directions, scan_output_axes,
-          scan_output_directions):
-    """ONNX Scan (opset 9+) over `scan_inputs`, carrying `initial` through `body`."""
+          scan_output_directions, length=None):
+    """ONNX Scan over `scan_inputs`, carrying `initial` through `body`. `length` (Scan-8's
+    sequence_lens, one batch entry): the steps past it keep the state and output zeros, and
+    reversed inputs and outputs run backwards from the entry's own last step."""
     n_in = len(scan_inputs)
     in_axes = list(scan_input_axes or (0,) * n_in)
     in_dirs = list(scan_input_directions or (0,) * n_in)
-    xs = []
-    for x, axis, direction in zip(scan_inputs, in_axes, in_dirs):
-        x = jnp.moveaxis(jnp.asarray(x), axis, 0)
-        xs.append(x[::-1] if direction else x)
+    xs = [jnp.moveaxis(jnp.asarray(x), axis, 0) for x, axis in zip(scan_inputs, in_axes)]
+    steps = xs[0].shape[0] if xs else 0
+    time = jnp.arange(steps)
+    if length is None:
+        valid, backwards = None, time[::-1]
+    else:
+        length = jnp.reshape(length, ()).astype(time.dtype)
+        valid = time < length
+        backwards = jnp.where(valid, length - 1 - time, time)
+    xs = [x[backwards] if direction else x for x, direction in zip(xs, in_dirs)]
 
-    def step(states, slices):
+    def step(states, inputs):
+        slices, ok = inputs
         outputs = body(*states, *slices)
         new_states = [jnp.asarray(v).astype(jnp.result_type(old)) for v, old in zip(outputs, states)]
-        return new_states, [jnp.asarray(v) for v in outputs[len(states):]]
+        ys = [jnp.asarray(v) for v in outputs[len(states):]]
+        if ok is not None:
+            new_states = [jnp.where(ok, new, old) for new, old in zip(new_states, states)]
+            ys = [jnp.where(ok, y, jnp.zeros_like(y)) for y in ys]
+        return new_states, ys
 
-    final, stacked = lax.scan(step, [jnp.asarray(v) for v in initial], xs)
+    initial = [jnp.asarray(v) for v in initial]
+    try:
+        final, stacked = lax.scan(step, initial, (xs, valid))
+    except Exception:  # noqa: BLE001 - a body that reads values statically (run op by op)
+        if not steps or not _concrete(initial, xs, valid):
+            raise
+        final, stacked = _scan_in_python(step, initial, xs, valid, steps)
     n_out = len(stacked)
     out_axes = list(scan_output_axes or (0,) * n_out)
     out_dirs = list(scan_output_directions or (0,) * n_out)
     outputs = []
     for y, axis, direction in zip(stacked, out_axes, out_dirs):
-        y = y[::-1] if direction else y
+        y = y[backwards] if direction else y
         outputs.append(jnp.moveaxis(y, 0, axis if axis >= 0 else axis + y.ndim))
     return (*final, *outputs)
 
 
+def _scan_in_python(step, states, xs, valid, steps: int):
+    per_step = []
+    for t in range(steps):
+        states, ys = step(states, ([x[t] for x in xs], None if valid is None else valid[t]))
+        per_step.append(ys)
+    return states, [jnp.stack(column) for column in zip(*per_step)]
+
+
 @onnx("Scan", since=8)
 def scan_8(sequence_lens, *initial_and_scan, body, num_scan_inputs, directions=None):
-    """Scan-8(I sequence_lens?, V... initial_state_and_scan_inputs): batch axis 0, scan axis 1."""
-    if sequence_lens is not None:
-        raise NotImplementedError("Scan-8 with sequence_lens")
+    """Scan-8(I sequence_lens?, V... initial_state_and_scan_inputs): batch axis 0, scan axis 1;
+    each batch entry runs `sequence_lens` steps (all of them by default)."""
     n_state = len(initial_and_scan) - num_scan_inputs
     initial, scan_inputs = initial_and_scan[:n_state], initial_and_scan[n_state:]
 
-    def one(*args):
-        return _scan(args[:n_state], args[n_state:], body, None, directions, None, None)
+    def one(length, *args):
+        return _scan(args[:n_state], args[n_state:], body, None, directions, None, None, length)
 
-    return tuple(jax.vmap(one)(*initial, *scan_inputs))
+    if sequence_lens is None:
+        return tuple(jax.vmap(lambda *args: one(None, *args))(*initial, *scan_inputs))
+    return tuple(jax.vmap(one)(jnp.asarray(sequence_lens), *initial, *scan_inputs))
 
 
 @onnx("Scan", since=9)

@@ -1,0 +1,97 @@
+"""`from_onnx` models against onnxruntime (CPU), one thread each, on the same inputs.
+
+    python benchmarks/bench_onnx.py [model ...] [--runs 20] [--markdown out.md]
+
+Each model of the zoo is exported with `torch.onnx.export` (the dynamo exporter), then
+loaded by jaxport and by onnxruntime. "load" is `from_onnx` (parsing, shape inference,
+building the program; no XLA compile); latency is the median of --runs calls after a
+warm-up call, with JAX blocked until ready.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+)
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import argparse  # noqa: E402
+import logging  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import onnxruntime  # noqa: E402
+import torch  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from tests.models.zoo import MODELS  # noqa: E402
+
+import jaxport  # noqa: E402
+from _report import publish  # noqa: E402
+from jaxport.demo import median_seconds  # noqa: E402
+
+torch.set_num_threads(1)
+warnings.filterwarnings("ignore")
+logging.disable(logging.WARNING)
+
+
+def bench(name: str, runs: int, folder: str) -> dict:
+    module, args, kwargs = MODELS[name]()
+    path = os.path.join(folder, f"{name}.onnx")
+    with torch.no_grad():
+        torch.onnx.export(module, args, kwargs=kwargs or None, dynamo=True, verbose=False).save(path)
+    feeds = [a.numpy() for a in args] + [v.numpy() for v in kwargs.values()]
+    start = time.perf_counter()
+    model = jaxport.from_onnx(path)
+    load_s = time.perf_counter() - start
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    ort_feeds = dict(zip(names, feeds))
+    jax_feeds = [jax.numpy.asarray(f) for f in feeds]
+    expected = session.run(None, ort_feeds)
+    actual = jax.tree_util.tree_leaves(model(*jax_feeds))
+    error = max(float(np.abs(np.asarray(a, np.float64) - e).max()) for a, e in zip(actual, expected))
+    ort_s = median_seconds(lambda: session.run(None, ort_feeds), runs)
+    jax_s = median_seconds(lambda: jax.block_until_ready(model(*jax_feeds)), runs)
+    return {"model": name, "nodes": len(model.program.nodes), "load": load_s, "ort_ms": ort_s * 1e3,
+            "jax_ms": jax_s * 1e3, "ratio": jax_s / ort_s, "error": error}
+
+
+def table(rows: list[dict]) -> str:
+    lines = [
+        "| model | ONNX nodes | from_onnx (s) | onnxruntime (ms) | jaxport jit (ms) | latency ratio | max abs diff |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['nodes']} | {r['load']:.2f} | {r['ort_ms']:.2f} | {r['jax_ms']:.2f} | "
+                     f"{r['ratio']:.2f}x | {r['error']:.1e} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("models", nargs="*", default=["bert", "gpt2", "llama", "vit", "resnet", "cnn"])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--markdown", help="also write the table here")
+    opts = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name in opts.models:
+            rows.append(bench(name, opts.runs, folder))
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
+    publish(table(rows), opts.runs, opts.markdown, f"median of {opts.runs} runs; onnxruntime {onnxruntime.__version__}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""Recurrent layers and control flow on what the conformance cases miss, compared with
+onnxruntime: `sequence_lens`, clip, parametric activations, LSTM peepholes with
+input_forget; Loop and If traced by `jax.jit` (lax.while_loop, lax.scan, lax.cond); Scan-8."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+import jaxport  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+_rng = np.random.default_rng(0)
+
+
+def _model(nodes, inputs, outputs, opset, initializers=()):
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_empty_tensor_value_info(n) for n in outputs],
+        initializer=[numpy_helper.from_array(np.asarray(a), n) for n, a in initializers])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def _compare(model, feeds: dict, *, jittable=True, rtol=1e-5, atol=1e-6):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, feeds)
+    converted = jaxport.from_onnx(model)
+    assert converted.jittable == jittable
+    got = converted(*feeds.values())
+    got = list(got) if len(want) > 1 else [got]
+    for g, w in zip(got, want):
+        g = np.asarray(g)
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    return converted
+
+
+def _rnn_case(op, *, gates, direction, layout, attrs, with_lens=True, peepholes=False):
+    steps, batch, size, hidden = 5, 3, 4, 6
+    dirs = 2 if direction == "bidirectional" else 1
+    x_shape = (batch, steps, size) if layout else (steps, batch, size)
+    state_shape = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
+    f = TensorProto.FLOAT
+    feeds = {
+        "X": _rng.standard_normal(x_shape).astype(np.float32),
+        "W": _rng.standard_normal((dirs, gates * hidden, size)).astype(np.float32) * 0.5,
+        "R": _rng.standard_normal((dirs, gates * hidden, hidden)).astype(np.float32) * 0.5,
+        "B": _rng.standard_normal((dirs, 2 * gates * hidden)).astype(np.float32) * 0.5,
+        "lens": np.array([5, 2, 4] if with_lens else [5, 5, 5], np.int32),
+        "h0": _rng.standard_normal(state_shape).astype(np.float32),
+    }
+    inputs = [("X", f, x_shape), ("W", f, feeds["W"].shape), ("R", f, feeds["R"].shape),
+              ("B", f, feeds["B"].shape), ("lens", TensorProto.INT32, (batch,)), ("h0", f, state_shape)]
+    names = ["X", "W", "R", "B", "lens", "h0"]
+    outputs = ["Y", "Y_h"]
+    if op == "LSTM":
+        feeds["c0"] = _rng.standard_normal(state_shape).astype(np.float32)
+        inputs.append(("c0", f, state_shape))
+        names.append("c0")
+        outputs.append("Y_c")
+        if peepholes:
+            feeds["P"] = _rng.standard_normal((dirs, 3 * hidden)).astype(np.float32)
+            inputs.append(("P", f, (dirs, 3 * hidden)))
+            names.append("P")
+    node = helper.make_node(op, names, outputs, hidden_size=hidden, direction=direction,
+                            layout=layout, **attrs)
+    return _model([node], inputs, outputs, 14), feeds
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_gru_sequence_lens(direction):
+    # (onnxruntime has no layout=1; the conformance cases cover it.)
+    model, feeds = _rnn_case("GRU", gates=3, direction=direction, layout=0,
+                             attrs={"linear_before_reset": 1})
+    _compare(model, feeds)
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_lstm_sequence_lens_peepholes(direction):
+    model, feeds = _rnn_case("LSTM", gates=4, direction=direction, layout=0, peepholes=True,
+                             attrs={"clip": 1.5, "input_forget": 1})
+    _compare(model, feeds)
+
+
+def test_rnn_parametric_activations():
+    attrs = {"activations": ["Affine", "LeakyRelu"], "activation_alpha": [0.7, 0.2],
+             "activation_beta": [0.1]}
+    model, feeds = _rnn_case("RNN", gates=1, direction="bidirectional", layout=0, attrs=attrs)
+    _compare(model, feeds)
+
+
+def _body(nodes, inputs, outputs):
+    return helper.make_graph(
+        nodes, "body", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in outputs])
+
+
+def test_loop_traced_as_while_loop_and_scan():
+    """A constant trip count and a runtime carried tensor: the loop becomes lax.scan (it
+    has a scan output) under jax.jit; the state doubles each step."""
+    f, b, i64 = TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64
+    n = helper.make_node
+    body = _body(
+        [n("Identity", ["cond_in"], ["cond_out"]), n("Add", ["x_in", "x_in"], ["x_out"]),
+         n("Identity", ["x_out"], ["scan_out"])],
+        [("i", i64, []), ("cond_in", b, []), ("x_in", f, [2])],
+        [("cond_out", b, []), ("x_out", f, [2]), ("scan_out", f, [2])])
+    node = n("Loop", ["M", "", "x"], ["x_final", "xs"], body=body)
+    model = _model([node], [("x", f, [2])], ["x_final", "xs"], 13, [("M", np.array(4, np.int64))])
+    _compare(model, {"x": np.array([1.0, -0.5], np.float32)})
+
+
+def test_loop_runtime_condition_becomes_while_loop():
+    """Doubling until the sum passes 100: a data-dependent condition, no scan outputs."""
+    f, b, i64 = TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64
+    n = helper.make_node
+    body = _body(
+        [n("Add", ["x_in", "x_in"], ["x_out"]), n("ReduceSum", ["x_out"], ["total"], keepdims=0),
+         n("Less", ["total", "limit"], ["cond_out"])],
+        [("i", i64, []), ("cond_in", b, []), ("x_in", f, [2])],
+        [("cond_out", b, []), ("x_out", f, [2])])
+    node = n("Loop", ["", "go", "x"], ["x_final"], body=body)
+    model = _model([node], [("x", f, [2])], ["x_final"], 13,
+                   [("go", np.array(True)), ("limit", np.array(100.0, np.float32))])
+    converted = _compare(model, {"x": np.array([1.0, 2.0], np.float32)})
+    jaxpr = str(jax.make_jaxpr(converted.apply)(converted.params, np.ones(2, np.float32)))
+    assert "while" in jaxpr
+
+
+def test_if_with_runtime_condition():
+    """The condition is static (branches may differ in type), so the model runs op by op;
+    a caller's own jax.jit still traces equal-typed branches as lax.cond."""
+    f, b = TensorProto.FLOAT, TensorProto.BOOL
+    n = helper.make_node
+    then_branch = _body([n("Add", ["x", "x"], ["t"])], [], [("t", f, [3])])
+    else_branch = _body([n("Neg", ["x"], ["e"])], [], [("e", f, [3])])
+    node = n("If", ["c"], ["y"], then_branch=then_branch, else_branch=else_branch)
+    model = _model([node], [("c", b, []), ("x", f, [3])], ["y"], 13)
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    for c in (True, False):
+        converted = _compare(model, {"c": np.array(c), "x": x}, jittable=False)
+        traced = jax.jit(converted.apply)(converted.params, np.array(c), x)
+        np.testing.assert_allclose(np.asarray(traced), 2 * x if c else -x)
+
+
+def test_scan_8_batched():
+    f = TensorProto.FLOAT
+    n = helper.make_node
+    body = _body([n("Add", ["s_in", "v"], ["s_out"]), n("Identity", ["s_out"], ["y"])],
+                 [("s_in", f, [2]), ("v", f, [2])], [("s_out", f, [2]), ("y", f, [2])])
+    node = n("Scan", ["", "s0", "xs"], ["s", "ys"], body=body, num_scan_inputs=1, directions=[1])
+    model = _model([node], [("s0", f, [2, 2]), ("xs", f, [2, 3, 2])], ["s", "ys"], 8)
+    _compare(model, {"s0": np.zeros((2, 2), np.float32),
+                     "xs": _rng.standard_normal((2, 3, 2)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("direction", [0, 1])
+def test_scan_8_sequence_lens(direction):
+    f = TensorProto.FLOAT
+    n = helper.make_node
+    body = _body([n("Add", ["s_in", "v"], ["s_out"]), n("Identity", ["s_out"], ["y"])],
+                 [("s_in", f, [2]), ("v", f, [2])], [("s_out", f, [2]), ("y", f, [2])])
+    node = n("Scan", ["lens", "s0", "xs"], ["s", "ys"], body=body, num_scan_inputs=1,
+             directions=[direction])
+    model = _model([node], [("lens", TensorProto.INT64, [3]), ("s0", f, [3, 2]), ("xs", f, [3, 4, 2])],
+                   ["s", "ys"], 8)
+    _compare(model, {"lens": np.array([4, 1, 3], np.int64), "s0": np.ones((3, 2), np.float32),
+                     "xs": _rng.standard_normal((3, 4, 2)).astype(np.float32)})

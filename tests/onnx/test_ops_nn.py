@@ -1,0 +1,239 @@
+"""Convolution, pooling, normalization and dropout lowerings on what the conformance cases
+miss: legacy opsets (BatchNormalization-7/9, Dropout-7/10, RoiAlign-10), MaxPool's Indices
+with storage_order and padding, MaxUnpool with output_shape, ConvTranspose's output_shape
+with auto_pad, MaxRoiPool, compared with onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+import jaxport  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+_TYPES = {np.dtype(np.float16): TensorProto.FLOAT16, np.dtype(np.float32): TensorProto.FLOAT,
+          np.dtype(np.float64): TensorProto.DOUBLE, np.dtype(np.int8): TensorProto.INT8,
+          np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int32): TensorProto.INT32,
+          np.dtype(np.int64): TensorProto.INT64}
+
+
+def _model(op, inputs, opset, n_outputs, constants, attrs):
+    names = [f"x{i}" if a is not None else "" for i, a in enumerate(inputs)]
+    outs = [f"y{i}" for i in range(n_outputs)]
+    feeds = [(n, a) for i, (n, a) in enumerate(zip(names, inputs)) if n and i not in constants]
+    inits = [numpy_helper.from_array(inputs[i], names[i]) for i in constants]
+    graph = helper.make_graph(
+        [helper.make_node(op, names, outs, **attrs)], "g",
+        [helper.make_tensor_value_info(n, _TYPES[a.dtype], a.shape) for n, a in feeds],
+        [onnx.ValueInfoProto(name=n) for n in outs],
+        initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                              ir_version=8)
+    # The outputs take the types ONNX's shape inference gives them, else the first input's.
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    types = {v.name: v.type for v in inferred.graph.value_info}
+    for out in model.graph.output:
+        if out.name in types:
+            out.type.CopyFrom(types[out.name])
+        else:
+            out.type.tensor_type.elem_type = _TYPES[inputs[0].dtype]
+    return model
+
+
+def _check(op, inputs, opset, n_outputs=1, constants=(), rtol=1e-5, atol=1e-6, **attrs):
+    """Every output against onnxruntime's: same dtype, shape and values. `constants` lists
+    the inputs given as initializers (concrete when jaxport traces the model)."""
+    model = _model(op, inputs, opset, n_outputs, constants, attrs)
+    feeds = {f"x{i}": a for i, a in enumerate(inputs) if a is not None and i not in constants}
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, feeds)
+    got = jaxport.from_onnx(model)(**feeds)
+    got = list(got) if n_outputs > 1 else [got]
+    for g, w in zip(got, want):
+        g = np.asarray(g)
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
+                                   atol=atol)
+
+
+_rng = np.random.default_rng(0)
+
+
+def _randn(*shape, dtype=np.float32):
+    return _rng.standard_normal(shape).astype(dtype)
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("storage_order", [0, 1])
+@pytest.mark.parametrize("attrs", [
+    dict(kernel_shape=[3, 3], pads=[1, 0, 1, 2], strides=[2, 1]),
+    dict(kernel_shape=[2, 3], ceil_mode=1, strides=[2, 2]),
+    dict(kernel_shape=[2, 2], dilations=[2, 1], pads=[1, 1, 0, 0]),
+    dict(kernel_shape=[3, 3], auto_pad="SAME_UPPER", strides=[2, 2]),
+])
+def test_max_pool_indices(storage_order, attrs):
+    _check("MaxPool", [_randn(2, 3, 7, 6)], 12, n_outputs=2, storage_order=storage_order,
+           **attrs)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_max_pool_indices_3d_and_legacy_single_output():
+    _check("MaxPool", [_randn(1, 2, 5, 4, 6)], 12, n_outputs=2, kernel_shape=[2, 3, 2],
+           pads=[1, 0, 1, 0, 1, 0])
+    _check("MaxPool", [_randn(1, 2, 5, 6)], 7, kernel_shape=[2, 2], pads=[1, 1, 1, 1])
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_max_unpool_output_shape_indexes_the_output():
+    x = _randn(1, 2, 5, 5)
+    model = _model("MaxPool", [x], 12, 2, (), dict(kernel_shape=[2, 2], strides=[2, 2]))
+    y, idx = ort.InferenceSession(model.SerializeToString(),
+                                  providers=["CPUExecutionProvider"]).run(None, {"x0": x})
+    _check("MaxUnpool", [y, idx, np.array(x.shape, np.int64)], 11, constants=(2,),
+           kernel_shape=[2, 2], strides=[2, 2])
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("attrs", [
+    dict(kernel_shape=[3, 2], pads=[1, 1, 1, 0], strides=[2, 2], ceil_mode=1,
+         count_include_pad=1),
+    dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=0, ceil_mode=1,
+         strides=[2, 2]),
+    dict(kernel_shape=[2, 2], auto_pad="SAME_LOWER", count_include_pad=1, strides=[2, 3]),
+    dict(kernel_shape=[2, 2], dilations=[2, 2], pads=[1, 1, 1, 1]),
+])
+def test_average_pool(attrs):
+    _check("AveragePool", [_randn(2, 3, 7, 8)], 19, **attrs)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_lp_pools():
+    _check("LpPool", [_randn(1, 2, 6, 7)], 18, kernel_shape=[3, 2], p=3, pads=[1, 0, 1, 1],
+           strides=[2, 2], rtol=1e-4)
+    _check("GlobalLpPool", [_randn(1, 2, 6, 7)], 2, p=1, rtol=1e-5)
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("opset", [7, 9, 15])
+def test_batch_normalization_inference(opset):
+    x, s, b, m = _randn(2, 3, 4, 5), _randn(3), _randn(3), _randn(3)
+    v = np.abs(_randn(3)) + 0.5
+    _check("BatchNormalization", [x, s, b, m, v], opset, epsilon=1e-3)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_batch_normalization_training_mode_outputs():
+    x, s, b, m = _randn(4, 3, 5), _randn(3), _randn(3), _randn(3)
+    v = np.abs(_randn(3)) + 0.5
+    _check("BatchNormalization", [x, s, b, m, v], 15, n_outputs=3, training_mode=1,
+           momentum=0.8, rtol=1e-4)
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("opset,mask_dtype", [(7, np.float32), (10, np.bool_), (13, np.bool_)])
+def test_dropout_inference_mask(opset, mask_dtype):
+    # onnxruntime's Dropout-7/10 kernels leave the mask all zero; ONNX's reference (and
+    # Dropout-12 in onnxruntime) give an all-true one, as here.
+    x = _randn(3, 4)
+    _check("Dropout", [x], opset)
+    y, mask = jaxport.from_onnx(_model("Dropout", [x], opset, 2, (), {}))(x)
+    np.testing.assert_array_equal(np.asarray(y), x)
+    assert np.asarray(mask).dtype == mask_dtype and np.asarray(mask).all()
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_dropout_training_draws_a_mask():
+    x = _randn(64, 64) + 5.0
+    model = _model("Dropout", [x, np.array(0.25, np.float32), np.array(True)], 13, 2, (1, 2),
+                   {})
+    y, mask = jaxport.from_onnx(model)(x)
+    y, mask = np.asarray(y), np.asarray(mask)
+    assert mask.dtype == np.bool_ and 0.65 < mask.mean() < 0.85
+    np.testing.assert_allclose(y, np.where(mask, x / 0.75, 0), rtol=1e-6)
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("attrs", [
+    dict(strides=[2, 2], auto_pad="SAME_UPPER"),
+    dict(strides=[2, 2], auto_pad="SAME_LOWER"),
+    dict(strides=[2, 3], output_shape=[10, 13]),
+    dict(strides=[2, 2], output_padding=[1, 0], pads=[1, 0, 0, 1], dilations=[1, 2]),
+    dict(strides=[3, 2], group=2, pads=[0, 1, 2, 0]),
+])
+def test_conv_transpose(attrs):
+    _check("ConvTranspose", [_randn(1, 4, 5, 6), _randn(4, 3, 3, 3), _randn(6 if
+           attrs.get("group") else 3)], 11, rtol=1e-4, atol=1e-5, **attrs)
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("attrs", [
+    dict(auto_pad="SAME_LOWER", strides=[2, 2]),
+    dict(group=2, dilations=[2, 1], pads=[2, 1, 0, 1]),
+])
+def test_conv(attrs):
+    w = _randn(6, 2 if attrs.get("group") else 4, 3, 3)
+    _check("Conv", [_randn(2, 4, 7, 8), w, _randn(6)], 11, rtol=1e-4, atol=1e-5, **attrs)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_conv_integer_zero_points():
+    x = _rng.integers(0, 255, (1, 2, 5, 5), dtype=np.uint8)
+    w = _rng.integers(0, 255, (3, 2, 3, 3), dtype=np.uint8)
+    _check("ConvInteger", [x, w, np.array(17, np.uint8), np.array(130, np.uint8)], 10,
+           pads=[1, 1, 1, 1])
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("constant_rois", [False, True])
+@pytest.mark.parametrize("opset,attrs", [
+    (10, dict(output_height=3, output_width=2, spatial_scale=0.5)),
+    (16, dict(output_height=2, output_width=3, sampling_ratio=2, mode="max")),
+    (16, dict(output_height=4, output_width=4, coordinate_transformation_mode="half_pixel")),
+])
+def test_roi_align(opset, attrs, constant_rois):
+    x = _randn(2, 3, 10, 9)
+    rois = np.array([[0.0, 0.0, 8.0, 9.0], [1.5, 2.2, 6.1, 4.0], [3.0, 3.0, 3.5, 3.2]],
+                    np.float32)
+    _check("RoiAlign", [x, rois, np.array([0, 1, 1], np.int64)], opset,
+           constants=(1,) if constant_rois else (), rtol=1e-4, atol=1e-5, **attrs)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_max_roi_pool():
+    rois = np.array([[0, 0.0, 0.0, 6.0, 7.0], [1, 1.4, 2.5, 5.0, 4.0], [0, 3.0, 3.0, 3.0, 3.0]],
+                    np.float32)
+    _check("MaxRoiPool", [_randn(2, 3, 10, 9), rois], 1, pooled_shape=[3, 2],
+           spatial_scale=1.0)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_normalizations():
+    x = _randn(2, 6, 4, 5)
+    _check("LRN", [x], 13, size=5, alpha=0.01, beta=0.6, bias=1.5, rtol=1e-4)
+    _check("InstanceNormalization", [x, _randn(6), _randn(6)], 6, epsilon=1e-3, rtol=1e-4,
+           atol=1e-5)
+    _check("LpNormalization", [x], 1, axis=1, p=1)
+    _check("MeanVarianceNormalization", [x], 13, axes=[1, 3], rtol=1e-4, atol=1e-5)
+    _check("LayerNormalization", [x, _randn(4, 5), _randn(4, 5)], 17, n_outputs=3, axis=2,
+           rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_group_normalization_18_scales_per_group():
+    x, scale, bias = _randn(2, 6, 3, 2), _randn(3), _randn(3)
+    got = jaxport.from_onnx(_model("GroupNormalization", [x, scale, bias], 18, 1, (),
+                                   dict(num_groups=3)))(x, scale, bias)
+    g = x.reshape(2, 3, -1)
+    want = (g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)
+    want = want.reshape(x.shape) * np.repeat(scale, 2)[:, None, None]
+    want = want + np.repeat(bias, 2)[:, None, None]
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_deform_conv_strides_pads_dilations_without_mask():
+    x, w, offset = _randn(1, 2, 8, 7), _randn(3, 2, 2, 3), 2 * _randn(1, 2 * 6, 4, 2)
+    _check("DeformConv", [x, w, offset], 19, strides=[2, 2], pads=[1, 0, 0, 1],
+           dilations=[1, 2], rtol=1e-4, atol=1e-5)

@@ -1,0 +1,145 @@
+"""Reduction and linear-algebra lowerings on what the conformance cases miss: axes as an
+attribute (older opsets), axes baked in as constants (the jit path), integer means, TopK's
+smallest/ties/older signatures, Unique in first-occurrence order, legacy Gemm broadcast and
+per-row MatMulInteger zero points, compared with onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+import jaxport  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
+
+
+def _model(op, inputs, opset, n_outputs=1, constants=None, **attrs):
+    """One `op` node over graph inputs `inputs` (name -> array) and initializers `constants`."""
+    constants = constants or {}
+    outs = [f"y{i}" for i in range(n_outputs)]
+    node = helper.make_node(op, [*inputs, *constants], outs, **attrs)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+         for n, a in inputs.items()],
+        [helper.make_empty_tensor_value_info(n) for n in outs],
+        initializer=[numpy_helper.from_array(np.asarray(a), n) for n, a in constants.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def _check(op, inputs, opset, n_outputs=1, constants=None, rtol=1e-5, jit=None, **attrs):
+    model = _model(op, inputs, opset, n_outputs, constants, **attrs)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, inputs)
+    converted = jaxport.from_onnx(model)
+    if jit is not None:
+        assert converted.jittable == jit
+    got = converted(*inputs.values())
+    got = list(got) if n_outputs > 1 else [got]
+    for g, w in zip(got, want):
+        g = np.asarray(g)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=1e-6)
+
+
+_rng = np.random.default_rng(0)
+_x = _rng.standard_normal((2, 3, 4)).astype(np.float32)
+_REDUCE = ["ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
+           "ReduceProd", "ReduceSum", "ReduceSumSquare"]
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("op", [*_REDUCE, "ReduceLogSum"])
+@pytest.mark.parametrize("axes,keepdims", [(None, 1), ((0, -1), 0), ((1,), 1)])
+def test_reduce_axes_attribute(op, axes, keepdims):
+    x = np.abs(_x) if op == "ReduceLogSum" else _x
+    attrs = {"keepdims": keepdims} if axes is None else {"axes": axes, "keepdims": keepdims}
+    _check(op, {"x": x}, 11, **attrs)
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("op", _REDUCE)
+def test_reduce_constant_axes_run_under_jit(op):
+    opset = 13 if op == "ReduceSum" else 18
+    _check(op, {"x": _x}, opset, constants={"axes": np.array([-1, 0])}, keepdims=0, jit=True)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_reduce_sum_square_noop_still_squares():
+    _check("ReduceSumSquare", {"x": _x}, 18, constants={"axes": np.zeros(0, np.int64)},
+           noop_with_empty_axes=1)
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_reduce_mean_integers_truncate(dtype):
+    x = np.array([[-7, 2, 0], [5, 5, 1]], dtype)
+    _check("ReduceMean", {"x": x}, 18, constants={"axes": np.array([1])})
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_argmax_legacy_negative_axis():
+    _check("ArgMax", {"x": _x}, 11, axis=-1, keepdims=0)
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("exclusive,reverse", [(0, 1), (1, 1)])
+def test_cumsum_2d_exclusive_reverse(exclusive, reverse):
+    x = np.arange(12, dtype=np.int64).reshape(3, 4)
+    _check("CumSum", {"x": x}, 11, constants={"axis": np.array(1)},
+           exclusive=exclusive, reverse=reverse)
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("dtype", [np.int32, np.float32])
+def test_topk_smallest_with_ties(dtype):
+    x = np.array([[3, 1, 1, 2, 1], [0, 0, 5, -4, -4]], dtype)
+    _check("TopK", {"x": x}, 11, 2, constants={"k": np.array([3])}, largest=0)
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("opset", [1, 10])
+def test_topk_older_signatures(opset):
+    if opset == 1:
+        _check("TopK", {"x": _x}, 1, 2, axis=1, k=2)
+    else:
+        _check("TopK", {"x": _x}, 10, 2, constants={"k": np.array([2])}, axis=1)
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("axis", [None, 0])
+def test_unique_first_occurrence_order(axis):
+    x = np.array([[3, 1], [2, 2], [3, 1], [0, 5]], np.int64)
+    attrs = {} if axis is None else {"axis": axis}
+    _check("Unique", {"x": x}, 11, 4, sorted=0, **attrs)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_gemm_legacy_broadcast():
+    a, b = _rng.standard_normal((3, 4)).astype(np.float32), _rng.standard_normal((5, 4)).astype(np.float32)
+    c = _rng.standard_normal(5).astype(np.float32)
+    # onnxruntime has no Gemm-6 kernel: compare with NumPy.
+    model = _model("Gemm", {"a": a, "b": b, "c": c}, 6, broadcast=1, transB=1, alpha=0.5, beta=2.0)
+    got = np.asarray(jaxport.from_onnx(model)(a, b, c))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, 0.5 * a @ b.T + 2.0 * c, rtol=1e-5)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_gemm_without_c_transposed_a():
+    a, b = _rng.standard_normal((4, 3)).astype(np.float32), _rng.standard_normal((4, 5)).astype(np.float32)
+    _check("Gemm", {"a": a, "b": b}, 11, transA=1)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_matmul_integer_per_row_zero_point():
+    a = _rng.integers(0, 255, (4, 3)).astype(np.uint8)
+    b = _rng.integers(-128, 127, (3, 2)).astype(np.int8)
+    az, bz = np.array([1, 2, 3, 4], np.uint8), np.array([-1, 2], np.int8)
+    # onnxruntime takes only scalar zero points: compare with NumPy.
+    model = _model("MatMulInteger", {"a": a, "b": b}, 10, constants={"az": az, "bz": bz})
+    got = np.asarray(jaxport.from_onnx(model)(a, b))
+    want = (a.astype(np.int32) - az.astype(np.int32)[:, None]) @ (b.astype(np.int32) - bz)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)

@@ -1,0 +1,152 @@
+"""Resampling, signal, quantization and random lowerings on what the conformance cases miss:
+legacy forms (Upsample-7/9, Resize-10, GridSample-16, QuantizeLinear-10/13), quantized conv
+with groups and per-channel weights, DFT lengths, and the random ops (no reproducible cases),
+compared with onnxruntime or NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+import jaxport  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
+          np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8,
+          np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64}
+_rng = np.random.default_rng(0)
+_x = _rng.standard_normal((1, 2, 4, 5)).astype(np.float32)
+
+
+def _model(op, x, opset, constants=(), out_types=None, n_outputs=1, **attrs):
+    """One `op` node reading graph input `x` then `constants` (initializers), in that order."""
+    names = [f"c{i}" for i in range(len(constants))]
+    outs = [f"y{i}" for i in range(n_outputs)]
+    out_types = out_types or [_TYPES[x.dtype]] * n_outputs
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x", *names], outs, **attrs)], "g",
+        [helper.make_tensor_value_info("x", _TYPES[x.dtype], x.shape)],
+        [helper.make_tensor_value_info(n, t, None) for n, t in zip(outs, out_types)],
+        [numpy_helper.from_array(np.asarray(c), n) for n, c in zip(names, constants)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def _check(op, x, opset, constants=(), out_types=None, n_outputs=1, atol=1e-5, **attrs):
+    model = _model(op, x, opset, constants, out_types, n_outputs, **attrs)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, {"x": x})
+    got = jaxport.from_onnx(model)(x)
+    got = list(got) if n_outputs > 1 else [got]
+    for g, w in zip(got, want):
+        g = np.asarray(g)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-5, atol=atol)
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_legacy_upsample_and_resize(mode):
+    _check("Upsample", _x, 7, mode=mode, scales=[1.0, 1.0, 2.0, 1.5])
+    _check("Upsample", _x, 9, [np.array([1, 1, 2, 2.5], np.float32)], mode=mode)
+    # Resize-10 shrinks too: onnxruntime rounds nearest source pixels up when shrinking.
+    _check("Resize", _x, 10, [np.array([1, 1, 0.6, 0.5], np.float32)], mode=mode)
+    _check("Resize", _x, 10, [np.array([1, 1, 1.7, 2.5], np.float32)], mode=mode)
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_grid_sample_16_matches_onnxruntime(mode, padding_mode, align_corners):
+    # The grid reaches past the borders, where the padding modes differ.
+    grid = (_rng.random((1, 3, 4, 2)) * 2.6 - 1.3).astype(np.float32)
+    _check("GridSample", _x, 16, [grid], mode=mode, padding_mode=padding_mode,
+           align_corners=align_corners)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_quantize_dequantize_legacy_and_per_axis():
+    x = (_rng.standard_normal((2, 3, 4)) * 3).astype(np.float32)
+    _check("QuantizeLinear", x, 10, [np.float32(0.05), np.uint8(128)], [TensorProto.UINT8])
+    _check("QuantizeLinear", x, 13, [np.array([0.05, 0.1, 0.2], np.float32),
+                                     np.array([1, -3, 4], np.int8)], [TensorProto.INT8])
+    _check("QuantizeLinear", x, 13, [np.array([0.05, 0.1, 0.2, 0.3], np.float32)],
+           [TensorProto.UINT8], axis=-1)
+    q = _rng.integers(-128, 127, (2, 3, 4)).astype(np.int8)
+    _check("DequantizeLinear", q, 13, [np.array([0.05, 0.1, 0.2], np.float32),
+                                       np.array([1, -3, 4], np.int8)], [TensorProto.FLOAT])
+    _check("DequantizeLinear", q.astype(np.int32), 10, [np.float32(0.05)], [TensorProto.FLOAT])
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("x", [(_rng.standard_normal((3, 5)) * 2).astype(np.float32),
+                               np.zeros((3,), np.float32), np.full((3,), 2.0, np.float32)])
+def test_dynamic_quantize_linear(x):
+    _check("DynamicQuantizeLinear", x, 11, (), [TensorProto.UINT8, TensorProto.FLOAT,
+                                                TensorProto.UINT8], n_outputs=3)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_qlinear_conv_groups_bias_per_channel_and_matmul():
+    x = _rng.integers(0, 255, (1, 4, 7, 7)).astype(np.uint8)
+    w = _rng.integers(-100, 100, (6, 2, 3, 3)).astype(np.int8)
+    params = [np.float32(0.02), np.uint8(120), w, np.linspace(0.01, 0.02, 6).astype(np.float32),
+              np.zeros(6, np.int8), np.float32(0.5), np.uint8(100)]
+    bias = _rng.integers(-500, 500, 6).astype(np.int32)
+    _check("QLinearConv", x, 10, [*params, bias], [TensorProto.UINT8], group=2,
+           pads=[1, 0, 1, 2], strides=[2, 1])
+    _check("QLinearConv", x.astype(np.int8) // 2, 10,
+           [np.float32(0.02), np.int8(12), w, np.float32(0.01), np.int8(0), np.float32(0.5),
+            np.int8(-3)], [TensorProto.INT8], group=2, auto_pad="SAME_UPPER", strides=[2, 2])
+    a = _rng.integers(0, 255, (2, 3, 5)).astype(np.uint8)
+    b = _rng.integers(0, 255, (5, 4)).astype(np.uint8)
+    _check("QLinearMatMul", a, 10, [np.float32(0.02), np.uint8(120), b, np.float32(0.03),
+                                    np.uint8(100), np.float32(0.3), np.uint8(128)])
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_dft_17_lengths_and_onesided():
+    from jaxport.ops.onnx.signal import dft_17
+
+    x = _rng.standard_normal((2, 7, 3, 1)).astype(np.float32)
+
+    def pairs(z):
+        return np.stack([z.real, z.imag], -1)
+
+    for n, onesided, axis in [(None, 0, 1), (10, 1, 1), (5, 0, 1), (6, 0, 2)]:
+        got = np.asarray(dft_17(x, None if n is None else np.int64(n), axis=axis, onesided=onesided))
+        fft = np.fft.rfft if onesided else np.fft.fft
+        np.testing.assert_allclose(got, pairs(fft(x[..., 0], n=n, axis=axis)), atol=1e-5)
+
+
+def _random_model(op, opset=1, x=None, **attrs):
+    inputs = [] if x is None else [helper.make_tensor_value_info("x", _TYPES[x.dtype], x.shape)]
+    graph = helper.make_graph([helper.make_node(op, ["x"] if x is not None else [], ["y"], **attrs)],
+                              "g", inputs, [helper.make_tensor_value_info("y", 0, None)])
+    return jaxport.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_random_ops_shapes_dtypes_and_seeds():
+    y = np.asarray(_random_model("RandomNormal", shape=[300, 40], mean=5.0, scale=0.5)())
+    assert y.dtype == np.float32 and y.shape == (300, 40)
+    assert abs(y.mean() - 5.0) < 0.05 and abs(y.std() - 0.5) < 0.05
+    y = np.asarray(_random_model("RandomUniform", shape=[1000], dtype=TensorProto.DOUBLE,
+                                 low=-2.0, high=-1.0)())
+    assert y.dtype == np.float64 and y.min() >= -2.0 and y.max() < -1.0
+    x = np.zeros((3, 4), np.float64)
+    seeded = _random_model("RandomUniformLike", x=x, seed=3.0)
+    np.testing.assert_array_equal(np.asarray(seeded(x)), np.asarray(seeded(x)))
+    assert np.asarray(seeded(x)).dtype == np.float64
+    y = np.asarray(_random_model("RandomNormalLike", x=x, dtype=TensorProto.FLOAT)(x))
+    assert y.dtype == np.float32 and y.shape == (3, 4)
+    logits = np.log(np.array([[0.1, 0.9, 0.0], [1 / 3, 1 / 3, 1 / 3]], np.float32))
+    y = np.asarray(_random_model("Multinomial", x=logits, sample_size=3000)(logits))
+    assert y.dtype == np.int32 and y.shape == (2, 3000)
+    counts = np.bincount(y[0], minlength=3) / 3000
+    assert counts[2] == 0 and abs(counts[1] - 0.9) < 0.03
+    p = np.full((5000,), 0.3, np.float32)
+    y = np.asarray(_random_model("Bernoulli", 15, x=p, dtype=TensorProto.BOOL)(p))
+    assert y.dtype == np.bool_ and abs(y.mean() - 0.3) < 0.03

@@ -1,0 +1,77 @@
+"""Real ONNX graphs through `from_onnx`: the CNNs ONNX ships with expected outputs, and the
+model zoo exported with `torch.onnx.export`, against onnxruntime."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+
+import jaxport
+from tests.models import zoo
+
+LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+#: (model, rtol, atol) as ONNX's own backend test runner checks them.
+LIGHT_MODELS = [
+    ("bvlc_alexnet", 1e-3, 1e-7), ("densenet121", 2e-3, 1e-7), ("inception_v1", 1e-3, 1e-7),
+    ("inception_v2", 1e-3, 1e-7), ("resnet50", 1e-3, 1e-7), ("shufflenet", 1e-3, 1e-7),
+    ("squeezenet", 1e-3, 1e-7), ("vgg19", 1e-3, 1e-7), ("zfnet512", 1e-3, 1e-7),
+]
+
+
+def _light_input(value_info) -> np.ndarray:
+    """The input ONNX's runner feeds the light models (their expected outputs come from it):
+    arange(n) / n in the declared shape, symbolic dims taken as 1."""
+    shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in value_info.type.tensor_type.shape.dim)
+    n = int(np.prod(shape))
+    return (np.arange(n).reshape(shape) / n).astype(np.float32)
+
+
+@pytest.mark.parametrize("name, rtol, atol", LIGHT_MODELS, ids=[m[0] for m in LIGHT_MODELS])
+def test_light_model_matches_shipped_output(name, rtol, atol):
+    path = os.path.join(LIGHT_DIR, f"light_{name}.onnx")
+    proto = onnx.load(path)
+    initializers = {t.name for t in proto.graph.initializer}
+    inputs = [_light_input(v) for v in proto.graph.input if v.name not in initializers]
+    expected = onnx.numpy_helper.to_array(onnx.load_tensor(os.path.join(LIGHT_DIR, f"light_{name}_output_0.pb")))
+    model = jaxport.from_onnx(path)
+    assert model.jittable
+    actual = np.asarray(model(*inputs))
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+
+
+def _export(module, args, kwargs, path: str) -> None:
+    import torch
+
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(module, args, kwargs=kwargs or None, dynamo=True, verbose=False)
+        program.save(path)
+
+
+ROUND_TRIP = ["bert", "gpt2", "llama", "vit", "resnet", "cnn"]
+
+
+@pytest.mark.parametrize("name", ROUND_TRIP)
+def test_torch_onnx_export_round_trip(name, tmp_path):
+    import onnxruntime
+
+    module, args, kwargs = zoo.MODELS[name]()
+    path = str(tmp_path / f"{name}.onnx")
+    _export(module, args, kwargs, path)
+    proto = onnx.load(path)
+    feeds = [a.numpy() for a in args] + [v.numpy() for v in kwargs.values()]
+    names = [v.name for v in proto.graph.input]
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    expected = session.run(None, dict(zip(names, feeds)))
+    model = jaxport.from_onnx(path)
+    actual = model(*feeds)
+    actual = [actual] if len(expected) == 1 else list(actual)
+    for output, a, e in zip(model.output_names, actual, expected):
+        a = np.asarray(a)
+        assert a.shape == e.shape, output
+        assert np.abs(a.astype(np.float64) - e).max() <= 1e-4, output
