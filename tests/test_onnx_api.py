@@ -9,12 +9,12 @@ import sys
 
 import jax
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
 
 import jaxport
+import onnx
 from jaxport.cli import main as cli
+from onnx import TensorProto, helper
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_squeezenet.onnx")
 

@@ -7,10 +7,10 @@ import os
 import warnings
 
 import numpy as np
-import onnx
 import pytest
 
 import jaxport
+import onnx
 from tests.models import zoo
 
 LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")

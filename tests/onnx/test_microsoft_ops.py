@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import onnxruntime
 import pytest
-from onnx import TensorProto, helper
 
 import jaxport
+import onnx
+from onnx import TensorProto, helper
 
 _MS = "com.microsoft"
 _TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32,
