@@ -113,8 +113,9 @@ class Program:
         for node in self.nodes:
             yield node
             for value in node.kwargs.values():
-                if isinstance(value, Subgraph):
-                    yield from value.program.walk()
+                for sub in value if isinstance(value, tuple) else (value,):
+                    if isinstance(sub, Subgraph):
+                        yield from sub.program.walk()
 
     def ops(self) -> dict[str, int]:
         """Histogram of the ops this program uses, subgraphs included."""

@@ -13,6 +13,7 @@ ort = pytest.importorskip("onnxruntime")
 import jaxport  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("x64_strict")
 _rng = np.random.default_rng(0)
 
 
@@ -169,3 +170,43 @@ def test_scan_8_sequence_lens(direction):
                    ["s", "ys"], 8)
     _compare(model, {"lens": np.array([4, 1, 3], np.int64), "s0": np.ones((3, 2), np.float32),
                      "xs": _rng.standard_normal((3, 4, 2)).astype(np.float32)})
+
+
+def test_sequence_ops_round_trip():
+    """Split into a sequence, erase and insert at negative positions, read one back, concat."""
+    f = TensorProto.FLOAT
+    n = helper.make_node
+    nodes = [
+        n("SplitToSequence", ["x", "two"], ["seq"], axis=1),  # pieces of 2, 2, 1 columns
+        n("SequenceErase", ["seq", "minus_two"], ["erased"]),
+        n("SequenceInsert", ["erased", "x", "zero"], ["inserted"]),
+        n("SequenceAt", ["inserted", "minus_one"], ["last"]),
+        n("SequenceLength", ["inserted"], ["length"]),
+        n("SplitToSequence", ["x"], ["columns"], axis=1, keepdims=0),
+        n("ConcatFromSequence", ["columns"], ["stacked"], axis=-1, new_axis=1),
+        n("ConcatFromSequence", ["erased"], ["joined"], axis=1),
+    ]
+    constants = [("two", np.array(2, np.int64)), ("minus_two", np.array(-2, np.int64)),
+                 ("zero", np.array(0, np.int64)), ("minus_one", np.array(-1, np.int64))]
+    model = _model(nodes, [("x", f, [3, 5])], ["last", "length", "stacked", "joined"], 13, constants)
+    _compare(model, {"x": _rng.standard_normal((3, 5)).astype(np.float32)})
+
+
+def test_loop_growing_sequence_unrolls_under_jit():
+    """A sequence that grows each iteration cannot be a lax loop's state: with a constant
+    trip count the loop unrolls while traced, and the model still runs under jax.jit."""
+    f, b, i64 = TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64
+    n = helper.make_node
+    seq_type = helper.make_sequence_type_proto(helper.make_tensor_type_proto(f, [2]))
+    body = helper.make_graph(
+        [n("Identity", ["cond_in"], ["cond_out"]), n("SequenceInsert", ["seq_in", "x_in"], ["seq_out"]),
+         n("Add", ["x_in", "x_in"], ["x_out"])],
+        "body", [helper.make_tensor_value_info("i", i64, []), helper.make_tensor_value_info("cond_in", b, []),
+                 helper.make_value_info("seq_in", seq_type), helper.make_tensor_value_info("x_in", f, [2])],
+        [helper.make_tensor_value_info("cond_out", b, []), helper.make_value_info("seq_out", seq_type),
+         helper.make_tensor_value_info("x_out", f, [2])])
+    nodes = [n("SequenceEmpty", [], ["empty"], dtype=f),
+             n("Loop", ["M", "", "empty", "x"], ["seq", "x_final"], body=body),
+             n("ConcatFromSequence", ["seq"], ["y"], axis=0, new_axis=1)]
+    model = _model(nodes, [("x", f, [2])], ["y", "x_final"], 13, [("M", np.array(3, np.int64))])
+    _compare(model, {"x": np.array([1.0, -1.0], np.float32)})

@@ -121,10 +121,10 @@ def test_dft_17_lengths_and_onesided():
         np.testing.assert_allclose(got, pairs(fft(x[..., 0], n=n, axis=axis)), atol=1e-5)
 
 
-def _random_model(op, opset=1, x=None, **attrs):
+def _random_model(op, opset=1, x=None, out=TensorProto.FLOAT, **attrs):
     inputs = [] if x is None else [helper.make_tensor_value_info("x", _TYPES[x.dtype], x.shape)]
     graph = helper.make_graph([helper.make_node(op, ["x"] if x is not None else [], ["y"], **attrs)],
-                              "g", inputs, [helper.make_tensor_value_info("y", 0, None)])
+                              "g", inputs, [helper.make_tensor_value_info("y", out, None)])
     return jaxport.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
 
 
@@ -134,19 +134,21 @@ def test_random_ops_shapes_dtypes_and_seeds():
     assert y.dtype == np.float32 and y.shape == (300, 40)
     assert abs(y.mean() - 5.0) < 0.05 and abs(y.std() - 0.5) < 0.05
     y = np.asarray(_random_model("RandomUniform", shape=[1000], dtype=TensorProto.DOUBLE,
-                                 low=-2.0, high=-1.0)())
+                                 out=TensorProto.DOUBLE, low=-2.0, high=-1.0)())
     assert y.dtype == np.float64 and y.min() >= -2.0 and y.max() < -1.0
     x = np.zeros((3, 4), np.float64)
-    seeded = _random_model("RandomUniformLike", x=x, seed=3.0)
+    seeded = _random_model("RandomUniformLike", x=x, out=TensorProto.DOUBLE, seed=3.0)
     np.testing.assert_array_equal(np.asarray(seeded(x)), np.asarray(seeded(x)))
     assert np.asarray(seeded(x)).dtype == np.float64
     y = np.asarray(_random_model("RandomNormalLike", x=x, dtype=TensorProto.FLOAT)(x))
     assert y.dtype == np.float32 and y.shape == (3, 4)
-    logits = np.log(np.array([[0.1, 0.9, 0.0], [1 / 3, 1 / 3, 1 / 3]], np.float32))
-    y = np.asarray(_random_model("Multinomial", x=logits, sample_size=3000)(logits))
+    logits = np.array([[np.log(0.1), np.log(0.9), -np.inf], [0, 0, 0]], np.float32)
+    y = np.asarray(_random_model("Multinomial", 7, x=logits, out=TensorProto.INT32,
+                                 sample_size=3000)(logits))
     assert y.dtype == np.int32 and y.shape == (2, 3000)
     counts = np.bincount(y[0], minlength=3) / 3000
     assert counts[2] == 0 and abs(counts[1] - 0.9) < 0.03
     p = np.full((5000,), 0.3, np.float32)
-    y = np.asarray(_random_model("Bernoulli", 15, x=p, dtype=TensorProto.BOOL)(p))
+    y = np.asarray(_random_model("Bernoulli", 15, x=p, out=TensorProto.BOOL,
+                                 dtype=TensorProto.BOOL)(p))
     assert y.dtype == np.bool_ and abs(y.mean() - 0.3) < 0.03

@@ -8,12 +8,14 @@ shapes and dtypes. Each node is bound to the newest lowering of its op whose
 Values that ONNX graphs compute shapes from (`Shape`, `Constant`, small integer
 initializers) stay concrete NumPy/JAX values, so ops such as `Reshape` read
 their shape operands statically even under `jax.jit`: floating-point
-initializers are `params`, integer and boolean initializers of up to
-`_STATIC_INITIALIZER_SIZE` values are constants.
+initializers are `params`, except those an op reads statically (Resize's
+scales); integer and boolean initializers of up to `_STATIC_INITIALIZER_SIZE`
+values are constants.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -85,6 +87,8 @@ def _spec(type_proto) -> TensorSpec | None:
     if not type_proto.HasField("tensor_type"):
         return None
     tensor = type_proto.tensor_type
+    if tensor.elem_type == 0:  # declared without an element type
+        return None
     dtype = np_dtype(tensor.elem_type)
     if not tensor.HasField("shape"):
         return TensorSpec(None, dtype)
@@ -187,13 +191,17 @@ class _Converter:
             return tuple(_type_value(t) for t in attr.type_protos)
         raise ModelFileError(f"attribute '{attr.name}' has an unknown type ({kind})")
 
-    def node(self, proto, index: int, runtime: set[str]) -> Node:
-        """`runtime`: the values known only when the model runs (derived from its inputs or
-        params, not from shapes and constants)."""
+    def bind(self, proto) -> tuple[str, int | None, int | None]:
+        """(program op name, the lowering's `since` version or None, the domain's opset)."""
         domain = "" if proto.domain in ("", "ai.onnx") else proto.domain
         opset = self.opsets.get(domain, 1 if domain == "" else None)
         version = None if opset is None else registry.onnx_implementation(proto.op_type, domain, opset)
-        op = registry.onnx_program_op(proto.op_type, domain, version)
+        return registry.onnx_program_op(proto.op_type, domain, version), version, opset
+
+    def node(self, proto, index: int, runtime: set[str]) -> Node:
+        """`runtime`: the values known only when the model runs (derived from its inputs or
+        params, not from shapes and constants)."""
+        op, version, opset = self.bind(proto)
         kwargs = {attr.name: self.attribute(attr, runtime) for attr in proto.attribute}
         fn = registry.lookup(op) if version is not None else None
         if fn is not None and "output_count" in (fn.__kwdefaults__ or {}):
@@ -220,9 +228,25 @@ class _Converter:
 
         `outer_runtime`: the enclosing graphs' values that are known only when the model runs.
         """
+        # Value names are scoped: sibling branches may each define their own `o`.
+        enclosing = self.specs
+        self.specs = collections.ChainMap(_graph_specs(graph), enclosing)
+        try:
+            return self._graph(graph, outer_runtime)
+        finally:
+            self.specs = enclosing
+
+    def _graph(self, graph, outer_runtime: set[str]) -> tuple[Program, dict[str, np.ndarray], list[str]]:
         initializers = {t.name: _tensor_value(t) for t in graph.initializer}
         initializers.update({s.values.name: _sparse_value(s) for s in graph.sparse_initializer})
-        params = {k: v for k, v in initializers.items() if _is_param(v)}
+        # Initializers that ops read statically (Resize's float scales) stay constants.
+        static_operands = {
+            proto.input[position]
+            for proto in graph.node
+            for position in registry.ONNX_STATIC_INPUTS.get(self.bind(proto)[0], ())
+            if position < len(proto.input)
+        }
+        params = {k: v for k, v in initializers.items() if _is_param(v) and k not in static_operands}
         constants = {k: v for k, v in initializers.items() if k not in params}
         inputs = [Input(v.name, v.name, self._declared(v, f"graph input '{v.name}'"))
                   for v in graph.input if v.name not in initializers]
@@ -286,22 +310,10 @@ def _reads(node: Node) -> Iterable[str]:
                 yield from sub.captures
 
 
-def _value_specs(model) -> dict[str, TensorSpec | None]:
-    specs: dict[str, TensorSpec | None] = {}
-
-    def visit(graph):
-        for value in (*graph.input, *graph.output, *graph.value_info):
-            if _dtype_problem(value.type) is None:
-                specs[value.name] = _spec(value.type)
-        for node in graph.node:
-            for attr in node.attribute:
-                if attr.HasField("g"):
-                    visit(attr.g)
-                for g in attr.graphs:
-                    visit(g)
-
-    visit(model.graph)
-    return specs
+def _graph_specs(graph) -> dict[str, TensorSpec | None]:
+    """The value types one graph declares or shape inference recorded (not its subgraphs')."""
+    return {value.name: _spec(value.type) for value in (*graph.input, *graph.output, *graph.value_info)
+            if _dtype_problem(value.type) is None}
 
 
 def _dtype_problems_of_nodes(model) -> list[str]:
@@ -326,8 +338,8 @@ def to_program(model) -> tuple[Program, dict[str, np.ndarray]]:
     if not opsets:  # IR version 1-2 models carry no opset_import
         opsets[""] = 1
     inferred = _infer_shapes(model)
-    converter = _Converter(opsets, _value_specs(inferred))
-    program, params, captures = converter.graph(model.graph, set())
+    converter = _Converter(opsets, {})
+    program, params, captures = converter.graph(inferred.graph, set())
     problems = converter.dtype_problems + _dtype_problems_of_nodes(inferred)
     if problems:
         raise UnsupportedDtypeError(problems)

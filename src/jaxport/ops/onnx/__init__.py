@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     linalg,
     loss,
     microsoft,
+    ml,
     normalization,
     pooling,
     quantization,
@@ -21,4 +22,5 @@ from . import (  # noqa: F401
     sequence,
     shape,
     signal,
+    text,
 )

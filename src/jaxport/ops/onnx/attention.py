@@ -140,38 +140,6 @@ def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad_kv
     return Y, present_key, present_value, qk_output.astype(dtype)
 
 
-@onnx("RotaryEmbedding", since=23)
-def rotary_embedding(X, cos_cache, sin_cache, position_ids=None, *, interleaved=0, num_heads=0,
-                     rotary_embedding_dim=0):
-    """RotaryEmbedding(T X, T cos_cache, T sin_cache, M position_ids?) -> T Y; X is
-    (batch, heads, seq, size) or (batch, seq, heads * size); the first `rotary_embedding_dim`
-    features of each head rotate, in halves or (interleaved) in even/odd pairs."""
-    shape = X.shape
-    if X.ndim == 4:
-        x = jnp.transpose(X, (0, 2, 1, 3))
-    else:
-        x = X.reshape(shape[0], shape[1], num_heads, shape[2] // num_heads)
-    dim = rotary_embedding_dim or x.shape[3]
-    rotated, kept = x[..., :dim], x[..., dim:]
-    if position_ids is not None:
-        cos_cache, sin_cache = cos_cache[position_ids], sin_cache[position_ids]
-    cos, sin = cos_cache[:, :, None, :], sin_cache[:, :, None, :]
-    if interleaved:
-        x1, x2 = rotated[..., 0::2], rotated[..., 1::2]
-    else:
-        x1, x2 = rotated[..., : dim // 2], rotated[..., dim // 2:]
-    real = cos * x1 - sin * x2
-    imag = sin * x1 + cos * x2
-    if interleaved:
-        rotated = jnp.stack([real, imag], axis=-1).reshape(rotated.shape)
-    else:
-        rotated = jnp.concatenate([real, imag], axis=-1)
-    out = jnp.concatenate([rotated, kept], axis=-1)
-    if X.ndim == 4:
-        return jnp.transpose(out, (0, 2, 1, 3))
-    return out.reshape(shape)
-
-
 @onnx("CausalConvWithState", since=27)
 def causal_conv_with_state(input, weight, bias=None, past_state=None, *, activation="none"):
     """CausalConvWithState(T input, T weight, T bias?, T past_state?) -> (T output,
@@ -274,3 +242,35 @@ def linear_attention(query, key, value, past_state=None, decay=None, beta=None, 
     state, out = lax.scan(step, state, xs)  # out: (T, B, H_q, d_v)
     out = jnp.transpose(out, (1, 0, 2, 3)).reshape(batch, steps, q_num_heads * d_v)
     return out.astype(query.dtype), state.astype(state_dtype)
+
+
+@onnx("RotaryEmbedding", since=23)
+def rotary_embedding(X, cos_cache, sin_cache, position_ids=None, *, interleaved=0, num_heads=0,
+                     rotary_embedding_dim=0):
+    """RotaryEmbedding(T X, T cos_cache, T sin_cache, M position_ids?) -> T Y; X is
+    (batch, heads, seq, size) or (batch, seq, heads * size); the first `rotary_embedding_dim`
+    features of each head rotate, in halves or (interleaved) in even/odd pairs."""
+    shape = X.shape
+    if X.ndim == 4:
+        x = jnp.transpose(X, (0, 2, 1, 3))
+    else:
+        x = X.reshape(shape[0], shape[1], num_heads, shape[2] // num_heads)
+    dim = rotary_embedding_dim or x.shape[3]
+    rotated, kept = x[..., :dim], x[..., dim:]
+    if position_ids is not None:
+        cos_cache, sin_cache = cos_cache[position_ids], sin_cache[position_ids]
+    cos, sin = cos_cache[:, :, None, :], sin_cache[:, :, None, :]
+    if interleaved:
+        x1, x2 = rotated[..., 0::2], rotated[..., 1::2]
+    else:
+        x1, x2 = rotated[..., : dim // 2], rotated[..., dim // 2:]
+    real = cos * x1 - sin * x2
+    imag = sin * x1 + cos * x2
+    if interleaved:
+        rotated = jnp.stack([real, imag], axis=-1).reshape(rotated.shape)
+    else:
+        rotated = jnp.concatenate([real, imag], axis=-1)
+    out = jnp.concatenate([rotated, kept], axis=-1)
+    if X.ndim == 4:
+        return jnp.transpose(out, (0, 2, 1, 3))
+    return out.reshape(shape)

@@ -82,6 +82,8 @@ def loop(M=None, cond=None, *v_initial, body):
     n_scan = len(probe) - 1 - len(carried)
     if n_scan == 0:
         return tuple(_while_loop(trip_limit, keep_going, carried, body))
+    if _concrete(keep_going) and not bool(keep_going):  # no iteration: empty scan outputs
+        return _loop_in_python(0, None, carried, body)
     if trip_limit is None or not _concrete(trip_limit):
         raise jax.errors.ConcretizationTypeError(
             trip_limit, "Loop with scan outputs needs a trip count known at trace time"

@@ -30,7 +30,7 @@ def _gelu_tanh(x):
 def _layer_norm(x, gamma, beta, epsilon: float, simplified: bool):
     """Normalize over the last axis in float32 (as onnxruntime does for half inputs); returns
     (y, mean, inverse standard deviation), the statistics keeping a trailing axis of 1."""
-    xf = x.astype(jnp.promote_types(x.dtype, jnp.float32))
+    xf = x.astype(jnp.float32) if jnp.dtype(x.dtype).itemsize < 4 else x
     mean = jnp.zeros(xf.shape[:-1] + (1,), xf.dtype) if simplified else jnp.mean(xf, -1, keepdims=True)
     centered = xf - mean
     variance = jnp.mean(centered * centered, -1, keepdims=True)

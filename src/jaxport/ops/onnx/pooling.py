@@ -77,7 +77,7 @@ def _reduce(x, init, op, dims):
     )
 
 
-def _window_positions(n, out, lo, s, d, k):
+def _window_positions(out, lo, s, d, k):
     """[out, k] input positions of each window along one dim."""
     return np.arange(out)[:, None] * s - lo + np.arange(k)[None, :] * d
 
@@ -94,7 +94,7 @@ def average_pool(X, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dila
     total = _reduce(X.astype(compute), np.array(0, compute), lax.add, dims)
     divisor = np.ones((), np.int64)
     for n, (out, lo, hi, _, s, d, k) in zip(X.shape[-nd:], dims):
-        pos = _window_positions(n, out, lo, s, d, k)
+        pos = _window_positions(out, lo, s, d, k)
         low, high = (-lo, n + hi) if count_include_pad else (0, n)
         count = ((pos >= low) & (pos < high)).sum(axis=1)
         divisor = np.multiply.outer(divisor, count)
@@ -145,7 +145,7 @@ def _max_pool_indices(X, dims, storage_order):
     row_major = np.zeros((), np.int64)
     col_major = np.zeros((), np.int64)
     for i, (n, (out, lo, _, _, s, d, k)) in enumerate(zip(spatial, dims)):
-        pos = _window_positions(n, out, lo, s, d, k)
+        pos = _window_positions(out, lo, s, d, k)
         shape = [1] * (2 * nd)
         shape[i], shape[nd + i] = out, k
         pos = pos.reshape(shape)

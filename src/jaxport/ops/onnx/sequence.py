@@ -1,7 +1,7 @@
 """ONNX sequences and optionals.
 
-A sequence is a Python list of arrays and an empty optional is None, so they exist only
-while a model is traced: positions into a sequence are read as concrete values. Lengths and
+A sequence is a Python list of arrays and an empty optional is None: Python structure
+around the arrays, so positions into a sequence are read as concrete values. Lengths and
 has-element flags are NumPy values, so they stay concrete under `jax.jit` (a loop's trip
 count or a branch condition may come from them).
 """
@@ -112,8 +112,10 @@ def sequence_map(input_sequence, *additional_inputs, body):
             results = [[] for _ in outputs]
         for store, value in zip(results, outputs):
             store.append(value)
-    if results is None:  # an empty sequence: as many empty sequences as the body has outputs
-        return ([],) * 16
+    if results is None:
+        # No element to call the body on, so its output count is unknown: return plenty of
+        # empty sequences; the interpreter keeps as many as the node names.
+        return ([],) * 64
     return tuple(results)
 
 

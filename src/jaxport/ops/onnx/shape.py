@@ -1,8 +1,10 @@
 """ONNX shape ops: Reshape, Transpose, Concat, Slice, Pad, Shape, Constant, ...
 
 Shape arithmetic in ONNX graphs (Shape -> Gather -> Concat -> Reshape) must stay concrete
-under `jax.jit`, where every jnp op, even on constants, yields a tracer. So these ops run
-in NumPy when all their operands are NumPy values (constants, shapes) and in jnp otherwise.
+under `jax.jit`. The interpreter sees to that: a node none of whose operands is traced runs
+under `jax.ensure_compile_time_eval()`, so plain jnp on concrete operands gives concrete
+arrays, which later ops read with `static_ints`/`static_array`. Only Shape and Size build
+NumPy arrays, since their input is traced and only its shape is static.
 """
 
 from __future__ import annotations
@@ -16,11 +18,6 @@ import numpy as np
 from ..registry import onnx
 from ._helpers import index_dtype, normalize_axis, static_array, static_ints
 
-#: Up to this many elements, ops that make a tensor from static operands alone (Range,
-#: ConstantOfShape) build it in NumPy, so it can feed later shape arithmetic; larger ones
-#: are built by XLA rather than baked into the program as constants.
-_HOST_LIMIT = 4096
-
 #: ONNX TensorProto element types by number, for attributes that name a type as an int.
 _ONNX_DTYPES = {
     1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
@@ -31,36 +28,30 @@ _ONNX_DTYPES = {
 }
 
 
-def _xp(*values):
-    """NumPy when every operand is a host value (so the result stays concrete), else jnp."""
-    host = all(v is None or isinstance(v, (np.ndarray, np.generic, int, float, bool)) for v in values)
-    return np if host else jnp
-
-
-def _out(xp, value):
-    # NumPy reductions and indexing can give NumPy scalars; keep them arrays.
-    return np.asarray(value) if xp is np else value
+def _equal_split(x, axis: int, parts: int):
+    # A dim that does not divide evenly leaves the last part smaller (Split-18's rule).
+    dim = jnp.shape(x)[normalize_axis(axis, jnp.ndim(x))]
+    chunk = -(-dim // parts)
+    return _split(x, [chunk] * (parts - 1) + [dim - chunk * (parts - 1)], axis)
 
 
 def _pad(data, widths, mode: str, value):
     """Pad (negative widths crop) `data` by `widths`, one (before, after) pair per dim."""
-    xp = _xp(data, value)
     grow = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
     if mode == "constant":
-        fill = xp.asarray(value).reshape(()).astype(data.dtype) if value is not None else 0
-        out = xp.pad(data, grow, mode="constant", constant_values=fill)
+        fill = 0 if value is None else jnp.asarray(value).reshape(()).astype(data.dtype)
+        out = jnp.pad(data, grow, mode="constant", constant_values=fill)
     elif mode in ("reflect", "edge", "wrap"):
-        out = xp.pad(data, grow, mode=mode)
+        out = jnp.pad(data, grow, mode=mode)
     else:
         raise ValueError(f"Pad mode '{mode}' is not one of constant, reflect, edge, wrap")
     crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(widths, out.shape))
-    return _out(xp, out[crop])
+    return out[crop]
 
 
 def _pad_onnx(data, pads, mode, value, axes):
-    ndim = np.ndim(data)
-    axes = range(ndim) if axes is None else [normalize_axis(a, ndim) for a in axes]
-    axes = list(axes)
+    ndim = jnp.ndim(data)
+    axes = list(range(ndim)) if axes is None else [normalize_axis(a, ndim) for a in axes]
     if len(pads) != 2 * len(axes):
         raise ValueError(f"Pad: {len(pads)} pads for {len(axes)} axes")
     widths = [(0, 0)] * ndim
@@ -70,21 +61,19 @@ def _pad_onnx(data, pads, mode, value, axes):
 
 
 def _reshape(data, shape, allowzero: int):
-    in_shape = np.shape(data)
+    in_shape = jnp.shape(data)
     # 0 copies the input's dim unless allowzero asks for a literal 0.
     target = [in_shape[i] if d == 0 and not allowzero else d for i, d in enumerate(shape)]
-    xp = _xp(data)
-    return _out(xp, xp.reshape(data, tuple(target)))
+    return jnp.reshape(data, tuple(target))
 
 
 def _slice(data, starts, ends, axes, steps):
-    ndim = np.ndim(data)
-    shape = np.shape(data)
+    shape = jnp.shape(data)
     axes = range(len(starts)) if axes is None else axes
     steps = (1,) * len(starts) if steps is None else steps
-    index = [slice(None)] * ndim
+    index = [slice(None)] * len(shape)
     for start, end, axis, step in zip(starts, ends, axes, steps):
-        axis = normalize_axis(axis, ndim)
+        axis = normalize_axis(axis, len(shape))
         dim = shape[axis]
         if step == 0:
             raise ValueError("Slice step cannot be 0")
@@ -98,48 +87,34 @@ def _slice(data, starts, ends, axes, steps):
             # Clamped to [-1, dim-1]: -1 means "through index 0", which Python spells None.
             end = min(max(end, -1), dim - 1)
             index[axis] = slice(min(max(start, 0), dim - 1), None if end < 0 else end, step)
-    xp = _xp(data)
-    return _out(xp, data[tuple(index)])
+    return jnp.asarray(data)[tuple(index)]
 
 
 def _split(x, sizes, axis: int):
-    axis = normalize_axis(axis, np.ndim(x))
-    xp = _xp(x)
-    cuts = [int(c) for c in np.cumsum(sizes)[:-1]]
-    return tuple(_out(xp, part) for part in xp.split(x, cuts, axis=axis))
-
-
-def _equal_split(x, axis: int, parts: int):
-    # A dim that does not divide evenly leaves the last part smaller (Split-18's rule).
-    dim = np.shape(x)[normalize_axis(axis, np.ndim(x))]
-    chunk = -(-dim // parts)
-    return _split(x, [chunk] * (parts - 1) + [dim - chunk * (parts - 1)], axis)
-
-
-def _unsqueeze(data, axes):
-    rank = np.ndim(data) + len(axes)
-    axes = tuple(sorted(normalize_axis(a, rank) for a in axes))
-    xp = _xp(data)
-    return _out(xp, xp.expand_dims(data, axes))
+    cuts = [sum(sizes[:i + 1]) for i in range(len(sizes) - 1)]
+    return tuple(jnp.split(x, cuts, axis=normalize_axis(axis, jnp.ndim(x))))
 
 
 def _squeeze(data, axes):
-    shape = np.shape(data)
+    shape = jnp.shape(data)
     if axes is None:
         axes = tuple(i for i, n in enumerate(shape) if n == 1)
-    axes = tuple(normalize_axis(a, len(shape)) for a in axes)
-    xp = _xp(data)
-    return _out(xp, xp.squeeze(data, axis=axes))
+    return jnp.squeeze(data, axis=tuple(normalize_axis(a, len(shape)) for a in axes))
+
+
+def _unsqueeze(data, axes):
+    rank = jnp.ndim(data) + len(axes)
+    return jnp.expand_dims(data, tuple(sorted(normalize_axis(a, rank) for a in axes)))
 
 
 @onnx("CenterCropPad", since=18, static=(1,))
 def center_crop_pad(input_data, shape, *, axes=None):
     """CenterCropPad(T input_data, Tind shape) -> T; axes; crops round down, pads to the end."""
-    ndim = np.ndim(input_data)
-    axes = range(ndim) if axes is None else [normalize_axis(a, ndim) for a in axes]
-    widths = [(0, 0)] * ndim
+    in_shape = jnp.shape(input_data)
+    axes = range(len(in_shape)) if axes is None else [normalize_axis(a, len(in_shape)) for a in axes]
+    widths = [(0, 0)] * len(in_shape)
     for axis, size in zip(axes, static_ints(shape, "CenterCropPad shape")):
-        diff = size - np.shape(input_data)[axis]
+        diff = size - in_shape[axis]
         if diff >= 0:
             widths[axis] = (diff // 2, diff - diff // 2)
         else:
@@ -150,8 +125,7 @@ def center_crop_pad(input_data, shape, *, axes=None):
 @onnx("Concat", since=1)
 def concat(*inputs, axis=1):
     """Concat(T... inputs) -> T concat_result; axis (Concat-1: default 1)."""
-    xp = _xp(*inputs)
-    return _out(xp, xp.concatenate(inputs, axis=normalize_axis(axis, np.ndim(inputs[0]))))
+    return jnp.concatenate(inputs, axis=normalize_axis(axis, jnp.ndim(inputs[0])))
 
 
 @onnx("Constant", since=1)
@@ -162,14 +136,10 @@ def constant(*, value=None, sparse_value=None, value_float=None, value_floats=No
         return value
     if sparse_value is not None:
         return sparse_value
-    if value_float is not None:
-        return np.array(value_float, np.float32)
-    if value_floats is not None:
-        return np.array(value_floats, np.float32)
-    if value_int is not None:
-        return np.array(value_int, np.int64)
-    if value_ints is not None:
-        return np.array(value_ints, np.int64)
+    if value_float is not None or value_floats is not None:
+        return jnp.asarray(value_floats if value_float is None else value_float, jnp.float32)
+    if value_int is not None or value_ints is not None:
+        return jnp.asarray(value_ints if value_int is None else value_int, index_dtype())
     if value_string is not None or value_strings is not None:
         raise TypeError("Constant holds strings, which JAX arrays cannot hold")
     raise ValueError("Constant has no value attribute")
@@ -179,39 +149,35 @@ def constant(*, value=None, sparse_value=None, value_float=None, value_floats=No
 def constant_of_shape(input, *, value=None):
     """ConstantOfShape(int64 input) -> T2 output; value: a one-element tensor (default float 0)."""
     shape = static_ints(input, "ConstantOfShape shape")
-    fill = np.zeros((), np.float32) if value is None else np.asarray(value).reshape(())
-    if math.prod(shape) <= _HOST_LIMIT:
-        return np.full(shape, fill, fill.dtype)
+    fill = jnp.zeros((), jnp.float32) if value is None else jnp.asarray(value).reshape(())
     return jnp.full(shape, fill, fill.dtype)
 
 
 @onnx("DepthToSpace", since=1)
 def depth_to_space(input, *, blocksize, mode="DCR"):
     """DepthToSpace(T input) -> T output; blocksize, mode DCR (depth-column-row) or CRD."""
-    b, c, h, w = np.shape(input)
+    b, c, h, w = jnp.shape(input)
     n = blocksize
-    xp = _xp(input)
     if mode == "DCR":
-        tmp = xp.transpose(xp.reshape(input, (b, n, n, c // n**2, h, w)), (0, 3, 4, 1, 5, 2))
+        tmp = jnp.transpose(jnp.reshape(input, (b, n, n, c // n**2, h, w)), (0, 3, 4, 1, 5, 2))
     elif mode == "CRD":
-        tmp = xp.transpose(xp.reshape(input, (b, c // n**2, n, n, h, w)), (0, 1, 4, 2, 5, 3))
+        tmp = jnp.transpose(jnp.reshape(input, (b, c // n**2, n, n, h, w)), (0, 1, 4, 2, 5, 3))
     else:
         raise ValueError(f"DepthToSpace mode '{mode}' is not DCR or CRD")
-    return _out(xp, xp.reshape(tmp, (b, c // n**2, h * n, w * n)))
+    return jnp.reshape(tmp, (b, c // n**2, h * n, w * n))
 
 
 @onnx("Expand", since=8, static=(1,))
 def expand(input, shape):
     """Expand(T input, int64 shape) -> T; broadcasts both ways (a 1 in shape keeps the dim)."""
-    target = np.broadcast_shapes(np.shape(input), static_ints(shape, "Expand shape"))
-    xp = _xp(input)
-    return _out(xp, xp.broadcast_to(input, target))
+    target = jnp.broadcast_shapes(jnp.shape(input), static_ints(shape, "Expand shape"))
+    return jnp.broadcast_to(input, target)
 
 
 @onnx("EyeLike", since=9)
 def eye_like(input, *, dtype=None, k=0):
     """EyeLike(T1 input) -> T2 output; dtype (default: input's), k: the diagonal's offset."""
-    rows, cols = np.shape(input)
+    rows, cols = jnp.shape(input)
     if dtype is None:
         dtype = input.dtype
     elif isinstance(dtype, int):
@@ -222,10 +188,9 @@ def eye_like(input, *, dtype=None, k=0):
 @onnx("Flatten", since=1)
 def flatten(input, *, axis=1):
     """Flatten(T input) -> T output, 2-D: dims before `axis` times dims from it on."""
-    shape = np.shape(input)
+    shape = jnp.shape(input)
     axis = normalize_axis(axis, len(shape))
-    xp = _xp(input)
-    return _out(xp, xp.reshape(input, (math.prod(shape[:axis]), math.prod(shape[axis:]))))
+    return jnp.reshape(input, (math.prod(shape[:axis]), math.prod(shape[axis:])))
 
 
 @onnx("Identity", since=1)
@@ -237,13 +202,13 @@ def identity(input):
 @onnx("Pad", since=1)
 def pad_1(data, *, paddings, mode="constant", value=0.0):
     """Pad-1(T data) -> T; paddings (begins then ends), mode, value."""
-    return _pad_onnx(data, paddings, mode, np.asarray(value), None)
+    return _pad_onnx(data, paddings, mode, value, None)
 
 
 @onnx("Pad", since=2)
 def pad_2(data, *, pads, mode="constant", value=0.0):
     """Pad-2(T data) -> T; pads (begins then ends), mode, value."""
-    return _pad_onnx(data, pads, mode, np.asarray(value), None)
+    return _pad_onnx(data, pads, mode, value, None)
 
 
 @onnx("Pad", since=11, static=(1,))
@@ -262,22 +227,16 @@ def pad(data, pads, constant_value=None, axes=None, *, mode="constant"):
 @onnx("Range", since=11, static=(0, 1, 2))
 def range_(start, limit, delta, *, stash_type=1):
     """Range(T start, T limit, T delta) -> T output; stash_type: float16/bfloat16 work in float32."""
-    start, limit, delta = (static_array(v, "Range operand").reshape(()) for v in (start, limit, delta))
-    dtype = start.dtype
-    if dtype.kind in "iu":
-        first, step = int(start), int(delta)
-        count = max(-((first - int(limit)) // step), 0)
-        work = np.dtype(np.int64)
+    first, end, step = (static_array(v, "Range operand").reshape(()) for v in (start, limit, delta))
+    if first.dtype.kind in "iu":
+        count = max(-((int(first) - int(end)) // int(step)), 0)
+        work = jnp.int64
     else:
-        first, step = float(start), float(delta)
-        count = max(math.ceil((float(limit) - first) / step), 0)
-        small = dtype.itemsize < 4 and stash_type == 1
-        work = np.dtype(np.float32 if small else np.float64)
-    if count <= _HOST_LIMIT:
-        return (np.asarray(first, work) + np.arange(count, dtype=work) * np.asarray(step, work)).astype(dtype)
+        count = max(math.ceil((float(end) - float(first)) / float(step)), 0)
+        work = jnp.float32 if first.dtype.itemsize < 4 and stash_type == 1 else jnp.float64
     work = jax.dtypes.canonicalize_dtype(work)
     out = jnp.asarray(first, work) + jnp.arange(count, dtype=work) * jnp.asarray(step, work)
-    return out.astype(jax.dtypes.canonicalize_dtype(dtype))
+    return out.astype(jax.dtypes.canonicalize_dtype(first.dtype))
 
 
 @onnx("Reshape", since=1)
@@ -320,17 +279,16 @@ def slice_(data, starts, ends, axes=None, steps=None):
 @onnx("SpaceToDepth", since=1)
 def space_to_depth(input, *, blocksize, mode="DCR"):
     """SpaceToDepth(T input) -> T output; blocksize, mode DCR (depth-column-row) or CRD."""
-    b, c, h, w = np.shape(input)
+    b, c, h, w = jnp.shape(input)
     n = blocksize
-    xp = _xp(input)
-    tmp = xp.reshape(input, (b, c, h // n, n, w // n, n))
+    tmp = jnp.reshape(input, (b, c, h // n, n, w // n, n))
     if mode == "DCR":
-        tmp = xp.transpose(tmp, (0, 3, 5, 1, 2, 4))
+        tmp = jnp.transpose(tmp, (0, 3, 5, 1, 2, 4))
     elif mode == "CRD":
-        tmp = xp.transpose(tmp, (0, 1, 3, 5, 2, 4))
+        tmp = jnp.transpose(tmp, (0, 1, 3, 5, 2, 4))
     else:
         raise ValueError(f"SpaceToDepth mode '{mode}' is not DCR or CRD")
-    return _out(xp, xp.reshape(tmp, (b, c * n * n, h // n, w // n)))
+    return jnp.reshape(tmp, (b, c * n * n, h // n, w // n))
 
 
 @onnx("Split", since=1, static=(1,))
@@ -379,32 +337,28 @@ def squeeze(data, axes=None):
 @onnx("Tile", since=1, static=(1, 2))
 def tile_1(input, tiles, axis):
     """Tile-1(T input, T tiles, T axis) -> T; repeats along one axis."""
-    reps = [1] * np.ndim(input)
+    reps = [1] * jnp.ndim(input)
     reps[normalize_axis(static_ints(axis, "Tile axis")[0], len(reps))] = static_ints(tiles, "Tile tiles")[0]
-    xp = _xp(input)
-    return _out(xp, xp.tile(input, reps))
+    return jnp.tile(input, reps)
 
 
 @onnx("Tile", since=6, static=(1,))
 def tile(input, repeats):
     """Tile(T input, int64 repeats) -> T output; one repeat count per dim."""
-    xp = _xp(input)
-    return _out(xp, xp.tile(input, static_ints(repeats, "Tile repeats")))
+    return jnp.tile(input, static_ints(repeats, "Tile repeats"))
 
 
 @onnx("Transpose", since=1)
 def transpose(data, *, perm=None):
     """Transpose(T data) -> T transposed; perm (default: reversed dims)."""
-    xp = _xp(data)
-    return _out(xp, xp.transpose(data, perm))
+    return jnp.transpose(data, perm)
 
 
 @onnx("Trilu", since=14, static=(1,))
 def trilu(input, k=None, *, upper=1):
     """Trilu(T input, int64 k?) -> T output; keeps the upper (or lower) triangle of the last 2 dims."""
     offset = 0 if k is None else static_ints(k, "Trilu k")[0]
-    xp = _xp(input)
-    return _out(xp, xp.triu(input, offset) if upper else xp.tril(input, offset))
+    return jnp.triu(input, offset) if upper else jnp.tril(input, offset)
 
 
 @onnx("Unsqueeze", since=1)

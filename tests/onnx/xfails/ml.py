@@ -1,0 +1,14 @@
+"""Expected failures of the ai.onnx.ml ops and TfIdfVectorizer: only LabelEncoder cases whose
+input is a string tensor. Every numeric case of these ops passes."""
+
+_STRING_INPUT = (
+    "LabelEncoder over a string input X: JAX arrays hold numbers only, so jaxport refuses "
+    "string values at load time (numeric keys/values, keys_tensor and default_tensor work)"
+)
+
+EXPECTED_FAILURES: dict[str, str] = {
+    "test_ai_onnx_ml_label_encoder_string_int": _STRING_INPUT,
+    "test_ai_onnx_ml_label_encoder_string_int_no_default": _STRING_INPUT,
+    "test_ai_onnx_ml_label_encoder_tensor_mapping": _STRING_INPUT,
+    "test_ai_onnx_ml_label_encoder_tensor_value_only_mapping": _STRING_INPUT,
+}
