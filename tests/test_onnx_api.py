@@ -161,3 +161,21 @@ def test_cli_errors_are_one_line_with_exit_code_2(tmp_path):
     result = subprocess.run([sys.executable, "-m", "jaxport", "inspect", str(tmp_path / "nope.onnx")],
                             capture_output=True, text=True)
     assert result.returncode == 2 and "no such file" in result.stderr
+
+
+def test_cli_on_a_saved_exported_program(tmp_path, capsys):
+    import torch
+
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                                 torch.nn.Flatten(), torch.nn.Linear(144, 5)).eval()
+    path = str(tmp_path / "cnn.pt2")
+    torch.export.save(torch.export.export(module, (torch.randn(2, 3, 8, 8),)), path)
+    assert cli(["inspect", path, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["inputs"][0]["shape"] == [2, 3, 8, 8] and info["unsupported"] == {}
+    assert info["parameters"]["values"] == sum(t.numel() for t in module.state_dict().values())
+    assert cli(["verify", path]) == 0
+    assert "PyTorch" in capsys.readouterr().out
+    broken = tmp_path / "broken.pt2"
+    broken.write_bytes(b"PK\x03\x04 truncated")
+    assert cli(["inspect", str(broken)]) == 2

@@ -244,12 +244,12 @@ def tree_ensemble(x, *, aggregate_function=1, leaf_targetids=None, leaf_weights=
         scores = jnp.sum(jnp.where(onehot, w[..., None], 0), axis=1)
         if aggregate_function == 0:
             scores = scores / len(roots)
-    elif aggregate_function == 2:
-        big = np.finfo(x.dtype).max
-        scores = jnp.min(jnp.where(onehot, w[..., None], big), axis=1, initial=big)
-    elif aggregate_function == 3:
-        small = np.finfo(x.dtype).min
-        scores = jnp.max(jnp.where(onehot, w[..., None], small), axis=1, initial=small)
+    elif aggregate_function in (2, 3):
+        # A target that no reached leaf feeds scores 0, as in onnxruntime.
+        fill = np.inf if aggregate_function == 2 else -np.inf
+        picked = jnp.where(onehot, w[..., None], fill)
+        scores = jnp.min(picked, axis=1) if aggregate_function == 2 else jnp.max(picked, axis=1)
+        scores = jnp.where(jnp.any(onehot, axis=1), scores, 0)
     else:
         raise ValueError(f"TreeEnsemble: unknown aggregate_function {aggregate_function}")
     return _post_transform(scores, post_transform).astype(x.dtype)

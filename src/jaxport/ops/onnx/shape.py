@@ -37,6 +37,7 @@ def _equal_split(x, axis: int, parts: int):
 
 def _pad(data, widths, mode: str, value):
     """Pad (negative widths crop) `data` by `widths`, one (before, after) pair per dim."""
+    data = jnp.asarray(data)
     grow = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
     if mode == "constant":
         fill = 0 if value is None else jnp.asarray(value).reshape(()).astype(data.dtype)
@@ -181,8 +182,8 @@ def eye_like(input, *, dtype=None, k=0):
     if dtype is None:
         dtype = input.dtype
     elif isinstance(dtype, int):
-        dtype = jax.dtypes.canonicalize_dtype(jnp.dtype(_ONNX_DTYPES[dtype]))
-    return jnp.eye(rows, cols, k, dtype=dtype)
+        dtype = _ONNX_DTYPES[dtype]
+    return jnp.eye(rows, cols, k, dtype=jax.dtypes.canonicalize_dtype(jnp.dtype(dtype)))
 
 
 @onnx("Flatten", since=1)

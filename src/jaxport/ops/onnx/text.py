@@ -50,6 +50,11 @@ def tf_idf_vectorizer(x, *, max_gram_length, max_skip_count, min_gram_length, mo
     size = int(ngram_indexes.max()) + 1 if len(ngram_indexes) else 0
     tokens = rows.astype(index_dtype())
     length = rows.shape[1]
+    if mode not in ("TF", "IDF", "TFIDF"):
+        raise ValueError(f"TfIdfVectorizer: unknown mode {mode!r}")
+    # The i-th weight belongs to the i-th n-gram of the pool (as in onnxruntime), not to
+    # output column i.
+    w = None if weights is None or len(weights) == 0 else np.asarray(weights, np.float32)
     out = jnp.zeros((rows.shape[0], size), jnp.float32)
     for n, (grams, ids) in _pool_ngrams(pool_int64s, ngram_counts, min_gram_length,
                                         max_gram_length).items():
@@ -65,13 +70,10 @@ def tf_idf_vectorizer(x, *, max_gram_length, max_skip_count, min_gram_length, mo
                                axis=-1)
             match = jnp.all(window[:, :, None, :] == grams[None, None], axis=-1)
             counts = counts + jnp.sum(match, axis=1, dtype=jnp.int32)
-        out = out.at[:, jnp.asarray(ngram_indexes[ids])].add(counts.astype(jnp.float32))
-    w = None if weights is None or len(weights) == 0 else jnp.asarray(
-        np.asarray(weights, np.float32).reshape(-1)[:size])
-    if mode == "IDF":
-        out = (out > 0).astype(jnp.float32) * (1 if w is None else w)
-    elif mode == "TFIDF" and w is not None:
-        out = out * w
-    elif mode not in ("TF", "TFIDF"):
-        raise ValueError(f"TfIdfVectorizer: unknown mode {mode!r}")
+        scores = counts.astype(jnp.float32)
+        if mode == "IDF":
+            scores = (counts > 0).astype(jnp.float32)
+        if mode != "TF" and w is not None:
+            scores = scores * jnp.asarray(w[ids])
+        out = out.at[:, jnp.asarray(ngram_indexes[ids])].add(scores)
     return out if x.ndim == 2 else out[0]
