@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, JaxportError, ModelFileError, UnsupportedDtypeError
+from ..errors import InputError, ModelFileError, UnsupportedDtypeError
 from ..model import JaxModel
 from ..ops import registry
 from ..program import Input, Node, Program, Ref, Subgraph, TensorSpec
@@ -399,4 +399,4 @@ def from_onnx(model: Any, *, name: str | None = None) -> JaxModel:
     return converted
 
 
-__all__ = ["from_onnx", "load", "to_program", "JaxportError"]
+__all__ = ["from_onnx", "load", "to_program"]
