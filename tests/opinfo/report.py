@@ -130,8 +130,9 @@ def summarize(rows: list[dict], level: str) -> str:
         out.append(f"| {op} | indices of tied elements must select the same values (not the same "
                    "positions) | PyTorch's CPU kernels order ties by an unstable sort or quickselect |")
     for op in sorted(SIGN_FREE_VECTORS):
-        out.append(f"| {op} | eigenvectors compared up to sign | eigenvectors are unique only up "
-                   "to sign; LAPACK builds choose differently |")
+        out.append(f"| {op} | eigen- or singular vectors compared up to sign (of a full SVD, "
+                   "those paired with singular values) | they are unique only up to sign; LAPACK "
+                   "builds choose differently |")
     for op, reason in sorted(HALF_ACCURACY_REFERENCE.items()):
         out.append(f"| {op} | float16/bfloat16: if not within tolerance, at least as close as "
                    f"PyTorch to the float64 result, element by element | PyTorch: {reason} |")
