@@ -37,11 +37,15 @@ opinfo-report: setup
 		--opinfo=$(OPINFO_LEVEL) --opinfo-report=build/opinfo.json || true
 	$(PY) -m tests.opinfo.report build/opinfo.json docs/opinfo.md $(OPINFO_LEVEL)
 
-# The full sweep (~117,000 samples, about 5 hours on 2 cores) in parts: rerun until done.
+# The full sweep (~117,000 samples, about 5 hours on 2 cores) in parts: rerun until done. The
+# results so far are committed in $(OPINFO_ARCHIVE), so a run resumes where the last one stopped,
+# on any clone; delete a case's rows there to have it run again after changing its lowering.
+OPINFO_ARCHIVE := tests/opinfo/results/opinfo-full.jsonl.gz
 opinfo-full: setup
+	mkdir -p build && cp $(OPINFO_ARCHIVE) build/opinfo-full.json.archive.gz
 	JAXPORT_OPINFO_PATHS=auto,core $(PY) -m pytest -q -n 2 -p no:cacheprovider tests/test_opinfo.py \
 		--opinfo=full --opinfo-report=build/opinfo-full.json --opinfo-resume || true
-	$(PY) -m tests.opinfo.report build/opinfo-full.json docs/opinfo-full.md full
+	$(PY) -m tests.opinfo.report build/opinfo-full.json docs/opinfo-full.md full --archive $(OPINFO_ARCHIVE)
 
 # The eager frontend's sweep (issue 3): every OpInfo sample at OPINFO_LEVEL run as the function,
 # its in-place variant and its out= form on device="jax". Resumable; docs/opinfo-eager.md.

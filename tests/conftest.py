@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import gzip
 import json
 import os
 from pathlib import Path
@@ -24,7 +25,8 @@ def pytest_addoption(parser):
 class ResultRecorder:
     """Appends one JSON line per result to the file its option names (one file per xdist
     worker), so even an interrupted run leaves its results. For OpInfo, a line
-    {"done": [path, op, dtype]} closes each case, which `--opinfo-resume` then skips."""
+    {"done": [path, op, dtype]} closes each case, which `--opinfo-resume` then skips (read from
+    every file whose name starts with the report path, gzipped archives of earlier runs too)."""
 
     def __init__(self, option: str):
         self.option = option
@@ -39,7 +41,7 @@ class ResultRecorder:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if self.option == "--opinfo-report" and config.getoption("--opinfo-resume"):
                 for part in glob.glob(path + "*"):
-                    with open(part) as f:
+                    with (gzip.open if part.endswith(".gz") else open)(part, "rt") as f:
                         self.finished |= {tuple(row["done"]) for row in map(json.loads, f) if "done" in row}
 
     def record(self, row: dict) -> None:
