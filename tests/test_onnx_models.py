@@ -22,14 +22,18 @@ LIGHT_MODELS = [
 ]
 
 
-#: Models checked op by op instead of jitted, and why.
-JIT_UNSTABLE = {
-    "squeezenet": (
-        "jitted, this model's logits (about 9.5e9, all equal, from its constant 'light' weights) "
-        "come out as garbage in some processes and not others on XLA:CPU (jax 0.10.2), while op "
-        "by op they are right; optimization barriers fixed the same symptom in ResNet-50's pooling "
-        "but not here. Under investigation."
-    ),
+#: Light models checked op by op instead of jitted, and why.
+FUSION_SENSITIVE = {
+    name: (
+        "the 'light' models' constant weights give logits of about 1e10, where a float32 ulp is "
+        "1024, so Softmax's exp(x - max(x)) overflows to NaN as soon as XLA:CPU computes x in "
+        "the exp fusion one rounding differently from the x it took the max of. It does: it "
+        "copies the last scaling of x (GlobalAveragePool's 1/169, Gemm's alpha) into that fusion, "
+        "where AVX2's fused multiply-add skips the rounding (a three-op repro is NaN with AVX2 and "
+        "right with --xla_cpu_max_isa=AVX), and in the whole model the result also varies between "
+        "processes (NaN in 2 of 6 runs here, with or without FMA). Real logits are far from 1e10."
+    )
+    for name in ("resnet50", "squeezenet")
 }
 
 
@@ -41,8 +45,7 @@ def _light_input(value_info) -> np.ndarray:
     return (np.arange(n).reshape(shape) / n).astype(np.float32)
 
 
-@pytest.mark.parametrize("name, rtol, atol", LIGHT_MODELS, ids=[m[0] for m in LIGHT_MODELS])
-def test_light_model_matches_shipped_output(name, rtol, atol):
+def check_light_model(name: str, rtol: float, atol: float, *, jitted: bool) -> None:
     path = os.path.join(LIGHT_DIR, f"light_{name}.onnx")
     proto = onnx.load(path)
     initializers = {t.name for t in proto.graph.initializer}
@@ -50,10 +53,15 @@ def test_light_model_matches_shipped_output(name, rtol, atol):
     expected = onnx.numpy_helper.to_array(onnx.load_tensor(os.path.join(LIGHT_DIR, f"light_{name}_output_0.pb")))
     model = jaxport.from_onnx(path)
     assert model.jittable
-    # Op by op (slow on these big graphs) only where the jitted form is not yet trustworthy.
-    actual = np.asarray(model.apply(model.params, *inputs) if name in JIT_UNSTABLE else model(*inputs))
+    actual = np.asarray(model(*inputs) if jitted else model.apply(model.params, *inputs))
     assert actual.shape == expected.shape and actual.dtype == expected.dtype
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("name, rtol, atol", LIGHT_MODELS, ids=[m[0] for m in LIGHT_MODELS])
+def test_light_model_matches_shipped_output(name, rtol, atol):
+    # Op by op (slow on these big graphs) only where jitted rounding is known to decide the result.
+    check_light_model(name, rtol, atol, jitted=name not in FUSION_SENSITIVE)
 
 
 def _export(module, args, kwargs, path: str) -> None:

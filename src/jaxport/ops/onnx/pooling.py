@@ -67,7 +67,7 @@ def _pool_geometry(spatial, kernel, strides, dilations, pads, auto_pad, ceil_mod
 def _reduce(x, init, op, dims):
     lead = x.ndim - len(dims)
     return lax.reduce_window(
-        _unfused(x),
+        x,
         init,
         op,
         (1,) * lead + tuple(k for *_, k in dims),
@@ -75,14 +75,6 @@ def _reduce(x, init, op, dims):
         [(0, 0)] * lead + [(lo, hi + extra) for _, lo, hi, extra, *_ in dims],
         window_dilation=(1,) * lead + tuple(d for *_, d, _ in dims),
     )
-
-
-def _unfused(x):
-    # Keeps XLA from fusing a pooling reduction into its producer: on CPU (jax 0.10.2) that
-    # fusion gave garbage, differently in every process, at the end of the light ResNet-50
-    # (AveragePool over Relu(Sum)) and SqueezeNet (GlobalAveragePool over Relu(Conv)); op by
-    # op both are right, and small repros do not trigger it.
-    return lax.optimization_barrier(x)
 
 
 def _window_positions(out, lo, s, d, k):
@@ -114,7 +106,7 @@ def global_average_pool(X):
     """GlobalAveragePool(T X) -> T Y; the mean over every spatial dim, kept as size 1."""
     compute = _compute_dtype(X.dtype)
     axes = tuple(range(2, X.ndim))
-    return jnp.mean(_unfused(X).astype(compute), axis=axes, keepdims=True).astype(X.dtype)
+    return jnp.mean(X.astype(compute), axis=axes, keepdims=True).astype(X.dtype)
 
 
 @onnx("GlobalLpPool", since=1)
@@ -122,14 +114,14 @@ def global_lp_pool(X, *, p=2):
     """GlobalLpPool(T X) -> T Y; p: the p-norm over every spatial dim, kept as size 1."""
     compute = _compute_dtype(X.dtype)
     axes = tuple(range(2, X.ndim))
-    total = jnp.sum(jnp.abs(_unfused(X).astype(compute)) ** p, axis=axes, keepdims=True)
+    total = jnp.sum(jnp.abs(X.astype(compute)) ** p, axis=axes, keepdims=True)
     return (total ** (1.0 / p)).astype(X.dtype)
 
 
 @onnx("GlobalMaxPool", since=1)
 def global_max_pool(X):
     """GlobalMaxPool(T X) -> T Y; the max over every spatial dim, kept as size 1."""
-    return jnp.max(_unfused(X), axis=tuple(range(2, X.ndim)), keepdims=True)
+    return jnp.max(X, axis=tuple(range(2, X.ndim)), keepdims=True)
 
 
 @onnx("LpPool", since=1)
