@@ -11,28 +11,18 @@ issues. Results are blocked until ready.
 
 from __future__ import annotations
 
-import os
+import _setup  # noqa: F401  (first: one thread each, before JAX and torch start)
 
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-)
+# isort: split
+import argparse
 
-import argparse  # noqa: E402
-import sys  # noqa: E402
-import warnings  # noqa: E402
+import jax
+import jax.numpy as jnp
+import torch
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import torch  # noqa: E402
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-import jaxport  # noqa: E402
-from _report import publish  # noqa: E402
-from jaxport.demo import median_seconds as _median_seconds  # noqa: E402
-
-torch.set_num_threads(1)
-warnings.filterwarnings("ignore")
+import jaxport
+from _report import publish
+from jaxport.demo import median_seconds as _median_seconds
 
 
 def median_seconds(fn, runs: int, repeats: int = 5) -> float:

@@ -10,33 +10,19 @@ warm-up call, with JAX blocked until ready.
 
 from __future__ import annotations
 
-import os
+import _setup  # noqa: F401  (first: one thread each, before JAX and torch start)
 
-# One thread each, set before JAX and torch start their thread pools.
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-)
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# isort: split
+import argparse
+import time
 
-import argparse  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
+import jax
+import torch
+from tests.models.zoo import MODELS
 
-import jax  # noqa: E402
-import torch  # noqa: E402
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from tests.models.zoo import MODELS  # noqa: E402
-
-import jaxport  # noqa: E402
-from _report import publish  # noqa: E402
-from jaxport.demo import median_seconds  # noqa: E402
-
-torch.set_num_threads(1)
-warnings.filterwarnings("ignore")
+import jaxport
+from _report import publish
+from jaxport.demo import median_seconds
 
 
 def bench(name: str, runs: int) -> dict:
