@@ -1,11 +1,12 @@
 """Conversion time and steady-state latency of jaxport against PyTorch eager, one thread each.
 
-    python benchmarks/bench_models.py [model ...] [--runs 20] [--markdown out.md]
+    python benchmarks/bench_models.py [model ...] [--runs 100] [--markdown out.md]
 
 Conversion is torch.export plus building jaxport's program (no XLA compile);
 "warm" is a second conversion in the same process, once torch.export's
 one-time start-up is paid. Latency is the median of --runs calls after a
-warm-up call, with JAX blocked until ready.
+warm-up call, the two libraries taking turns in blocks of 10 calls, with JAX blocked
+until ready.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ import torch
 from tests.models.zoo import MODELS
 
 import jaxport
-from _report import publish
-from jaxport.demo import median_seconds
+from _report import interleaved_medians, publish
 
 
 def bench(name: str, runs: int) -> dict:
@@ -38,8 +38,8 @@ def bench(name: str, runs: int) -> dict:
     jax.block_until_ready(model(*jargs, **jkwargs))
     compile_s = time.perf_counter() - start
     with torch.no_grad():
-        torch_s = median_seconds(lambda: module(*args, **kwargs), runs)
-    jax_s = median_seconds(lambda: jax.block_until_ready(model(*jargs, **jkwargs)), runs)
+        torch_s, jax_s = interleaved_medians(
+            [lambda: module(*args, **kwargs), lambda: jax.block_until_ready(model(*jargs, **jkwargs))], runs)
     return {
         "model": name,
         "convert_cold": conversions[0],
@@ -68,7 +68,7 @@ def table(rows: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("models", nargs="*", default=list(MODELS))
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--markdown", help="also write the table here")
     opts = parser.parse_args()
     rows = []

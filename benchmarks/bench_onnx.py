@@ -1,11 +1,12 @@
 """`from_onnx` models against onnxruntime (CPU), one thread each, on the same inputs.
 
-    python benchmarks/bench_onnx.py [model ...] [--runs 20] [--markdown out.md]
+    python benchmarks/bench_onnx.py [model ...] [--runs 100] [--markdown out.md]
 
 Each model of the zoo is exported with `torch.onnx.export` (the dynamo exporter), then
 loaded by jaxport and by onnxruntime. "load" is `from_onnx` (parsing, shape inference,
 building the program; no XLA compile); latency is the median of --runs calls after a
-warm-up call, with JAX blocked until ready.
+warm-up call, the two libraries taking turns in blocks of 10 calls, with JAX blocked
+until ready.
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ import torch
 from tests.models.zoo import MODELS
 
 import jaxport
-from _report import publish
-from jaxport.demo import median_seconds
+from _report import interleaved_medians, publish
 
 
 def bench(name: str, runs: int, folder: str) -> dict:
@@ -48,8 +48,8 @@ def bench(name: str, runs: int, folder: str) -> dict:
     expected = session.run(None, ort_feeds)
     actual = jax.tree_util.tree_leaves(model(*jax_feeds))
     error = max(float(np.abs(np.asarray(a, np.float64) - e).max()) for a, e in zip(actual, expected))
-    ort_s = median_seconds(lambda: session.run(None, ort_feeds), runs)
-    jax_s = median_seconds(lambda: jax.block_until_ready(model(*jax_feeds)), runs)
+    ort_s, jax_s = interleaved_medians(
+        [lambda: session.run(None, ort_feeds), lambda: jax.block_until_ready(model(*jax_feeds))], runs)
     return {"model": name, "nodes": len(model.program.nodes), "load": load_s, "ort_ms": ort_s * 1e3,
             "jax_ms": jax_s * 1e3, "ratio": jax_s / ort_s, "error": error}
 
@@ -68,7 +68,7 @@ def table(rows: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("models", nargs="*", default=["bert", "gpt2", "llama", "vit", "resnet", "cnn"])
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--markdown", help="also write the table here")
     opts = parser.parse_args()
     rows = []
