@@ -2,6 +2,9 @@
 
 from ._torch_utils import to_jax as to_jax
 from ._torch_utils import to_torch as to_torch
+from .backends.codegen import EmitError as EmitError
+from .backends.codegen import Emitted as Emitted
+from .backends.codegen import emit as emit
 from .convert import from_exported_program as from_exported_program
 from .convert import from_torch as from_torch
 from .errors import ExportError as ExportError

@@ -1,7 +1,7 @@
 """The `jaxport` command line.
 
 Exit codes: 0 success (for `verify`: every output matches), 1 `verify` found a mismatch,
-2 the model could not be read, converted or run (the reason is printed on stderr).
+2 the model could not be read, converted, written out or run (the reason is printed on stderr).
 """
 
 from __future__ import annotations
@@ -42,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--atol", type=float, default=1e-5)
     verify.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    convert = commands.add_parser(
+        "convert", help="write a model as standalone JAX source (model.py) plus its weights"
+    )
+    convert.add_argument("file", help="an .onnx file or a torch.export.save'd .pt2 file")
+    convert.add_argument("-o", "--output", required=True, help="the directory to write")
+    convert.add_argument("--force", action="store_true", help="write into a non-empty directory")
     return parser
 
 
@@ -79,6 +86,16 @@ def _run(opts) -> int:
         else:
             print(tools.format_verification(result))
         return 0 if result.passed else 1
+    if opts.command == "convert":
+        from .backends.codegen import emit
+
+        emitted = emit(tools.load_model(opts.file), opts.output, force=opts.force)
+        for path in (emitted.module, emitted.weights, emitted.constants):
+            if path is not None:
+                print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+        print(f"{emitted.ops} ops in {emitted.lines} lines of source, generated in "
+              f"{emitted.source_seconds:.2f} s")
+        return 0
     return 2
 
 

@@ -40,6 +40,17 @@ def load_exported_program(path: str):
         raise ModelFileError(f"{path} is not a readable torch.export archive: {type(e).__name__}: {e}") from None
 
 
+def load_model(path: str):
+    """A `JaxModel` from an .onnx file (`from_onnx`) or a `.pt2` archive (`from_exported_program`)."""
+    if file_kind(path) == "onnx":
+        from .frontends.onnx import from_onnx
+
+        return from_onnx(path)
+    from .convert import from_exported_program
+
+    return from_exported_program(load_exported_program(path))
+
+
 # -- inspect ------------------------------------------------------------------------------------
 
 

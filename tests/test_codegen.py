@@ -1,0 +1,186 @@
+"""Code generation: `jaxport.emit` / `jaxport convert` write a model.py and weights that run
+with neither jaxport nor torch importable, and compute what the interpreter computes."""
+
+from __future__ import annotations
+
+import ast
+import io
+import os
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import jaxport
+import onnx
+from jaxport.backends.codegen import EmitError
+from onnx import TensorProto, helper, numpy_helper
+from tests.models import zoo
+from tests.test_onnx_models import FUSION_SENSITIVE, LIGHT_DIR, LIGHT_MODELS, _light_input
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNNER = ROOT / "tests" / "codegen" / "runner.py"
+TORCH_MODELS = sorted(zoo.MODELS)
+LIGHT = [name for name, *_ in LIGHT_MODELS]
+
+
+def _case(folder: Path, model, inputs: list, jitted: bool) -> Path:
+    """Emit `model` into folder/model and save what the runner needs and the reference."""
+    folder.mkdir(parents=True)
+    jaxport.emit(model, folder / "model")
+    np.savez(folder / "inputs.npz", *[np.asarray(x) for x in inputs])
+    (folder / "mode").write_text("jit" if jitted else "eager")
+    if jitted:
+        flat, _ = jax.jit(lambda p, *xs: jaxport.program.interpret(model.program, p, xs))(model.params, *inputs)
+    else:
+        flat, _ = jaxport.program.interpret(model.program, model.params, inputs)
+    np.savez(folder / "expected.npz", *[np.asarray(x) for x in flat])
+    return folder
+
+
+def _run(cases: list[Path]) -> None:
+    """Run the generated modules in one process where torch, jaxport and onnx are blocked."""
+    done = subprocess.run([sys.executable, str(RUNNER), *map(str, cases)], capture_output=True, text=True,
+                          cwd=cases[0].parent)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
+@pytest.fixture(scope="module")
+def emitted(tmp_path_factory) -> dict[str, Path]:
+    """Every model of the zoo and every light ONNX model, emitted and run once."""
+    root = tmp_path_factory.mktemp("emitted")
+    cases = {}
+    for name in TORCH_MODELS:
+        module, args, kwargs = zoo.MODELS[name]()
+        model = jaxport.from_torch(module, args, kwargs)
+        inputs = [jaxport.to_jax(a) for a in args] + [jaxport.to_jax(v) for v in kwargs.values()]
+        cases[name] = _case(root / name, model, inputs, jitted=True)
+    for name in LIGHT:
+        path = os.path.join(LIGHT_DIR, f"light_{name}.onnx")
+        proto = onnx.load(path)
+        initializers = {t.name for t in proto.graph.initializer}
+        inputs = [_light_input(v) for v in proto.graph.input if v.name not in initializers]
+        # Jitted where the interpreter's own check is (see FUSION_SENSITIVE), else op by op.
+        cases[f"light_{name}"] = _case(root / f"light_{name}", jaxport.from_onnx(path), inputs,
+                                       jitted=name not in FUSION_SENSITIVE)
+    _run(list(cases.values()))
+    return cases
+
+
+@pytest.mark.parametrize("name", TORCH_MODELS + [f"light_{n}" for n in LIGHT])
+def test_generated_module_matches_interpreter(emitted, name):
+    with np.load(emitted[name] / "outputs.npz") as got, np.load(emitted[name] / "expected.npz") as want:
+        assert len(got.files) == len(want.files)
+        for key in want.files:
+            assert got[key].shape == want[key].shape and got[key].dtype == want[key].dtype, key
+            np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-6)
+
+
+def test_generated_modules_pass_ruff_with_default_rules(emitted):
+    files = [str(folder / "model" / "model.py") for folder in emitted.values()]
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--quiet", *files],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-4000:]
+
+
+def test_generated_module_reads_like_the_model(emitted):
+    source = (emitted["bert"] / "model" / "model.py").read_text()
+    # Values are named after their module path and op; blocks open with the module and source line.
+    assert "encoder_layer_0_attention_self_query_linear = aten_linear(" in source
+    assert "# encoder.layer.0.attention.self.query: modeling_bert.py:" in source
+    assert 'params["encoder.layer.0.attention.self.query.weight"]' in source
+    tree = ast.parse(source)
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported <= {"jax", "numpy", "math", "os", "safetensors", "functools", "itertools", "operator"}
+    functions = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+    assert len(functions) == len(set(functions)), "each op implementation is included once"
+
+
+def test_refuses_a_non_empty_directory_unless_forced(tmp_path):
+    module, args, kwargs = zoo.MODELS["cnn"]()
+    model = jaxport.from_torch(module, args, kwargs)
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(EmitError, match="not empty"):
+        jaxport.emit(model, tmp_path)
+    assert not (tmp_path / "model.py").exists()
+    emitted = jaxport.emit(model, tmp_path, force=True)
+    assert emitted.module.exists() and emitted.weights.exists()
+
+
+def _if_model() -> onnx.ModelProto:
+    """Two If nodes: control flow, which code generation does not write yet."""
+    def branch(value: float, name: str):
+        out = helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, [1])
+        const = helper.make_node("Constant", [], [f"{name}_out"],
+                                 value=numpy_helper.from_array(np.array([value], np.float32)))
+        return helper.make_graph([const], name, [], [out])
+
+    nodes = [helper.make_node("If", ["c"], [f"y{i}"], then_branch=branch(1.0, f"then{i}"),
+                              else_branch=branch(0.0, f"else{i}"), name=f"choice{i}") for i in range(2)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                              [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1]) for i in range(2)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_lists_every_node_it_cannot_write_before_writing(tmp_path):
+    model = jaxport.from_onnx(_if_model())
+    with pytest.raises(jaxport.UnsupportedOpsError) as error:
+        jaxport.emit(model, tmp_path / "out")
+    assert "choice0" in str(error.value) and "choice1" in str(error.value)
+    assert not (tmp_path / "out").exists()
+
+
+PAYLOAD = "__import__('os').system('touch PWNED')"
+HOSTILE = f'x"""\n{PAYLOAD}\n# \'\\\n"""' + "\u202e"
+
+
+def _hostile_model() -> onnx.ModelProto:
+    """Every name a model file controls carries quotes, newlines, '#', backslashes and code."""
+    weight = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), f"w{HOSTILE}")
+    nodes = [
+        helper.make_node("MatMul", [f"in{HOSTILE}", weight.name], [f"mm{HOSTILE}"], name=f"/enc{HOSTILE}/mm"),
+        helper.make_node("Relu", [f"mm{HOSTILE}"], [f"out{HOSTILE}"], name=HOSTILE, doc_string=HOSTILE),
+    ]
+    graph = helper.make_graph(nodes, HOSTILE, [helper.make_tensor_value_info(f"in{HOSTILE}", TensorProto.FLOAT, [4, 2])],
+                              [helper.make_tensor_value_info(f"out{HOSTILE}", TensorProto.FLOAT, [4, 3])],
+                              initializer=[weight], doc_string=HOSTILE)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8,
+                              doc_string=HOSTILE, producer_name=HOSTILE)
+    return model
+
+
+def test_hostile_names_never_become_code(tmp_path):
+    model = jaxport.from_onnx(_hostile_model())
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(4, 2)
+    case = _case(tmp_path / "hostile", model, [x], jitted=True)
+    _run([case])
+    assert not (tmp_path / "hostile" / "PWNED").exists() and not Path("PWNED").exists()
+    with np.load(case / "outputs.npz") as got, np.load(case / "expected.npz") as want:
+        np.testing.assert_array_equal(got["arr_0"], want["arr_0"])
+    source = (case / "model" / "model.py").read_text()
+    assert source.isascii()
+    # The payload may survive as inert text (string literals, comments), never as tokens of code.
+    code = {t.string for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.NAME}
+    assert not code & {"__import__", "system", "PWNED", "touch"}
+
+
+def test_convert_cli_writes_and_reports(tmp_path):
+    path = tmp_path / "relu.onnx"
+    onnx.save(_hostile_model(), path)
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "jaxport", "convert", str(path), "-o", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "model.py" in done.stdout and "weights.safetensors" in done.stdout
+    again = subprocess.run([sys.executable, "-m", "jaxport", "convert", str(path), "-o", str(out)],
+                           capture_output=True, text=True)
+    assert again.returncode == 2 and "not empty" in again.stderr and "Traceback" not in again.stderr
+    forced = subprocess.run([sys.executable, "-m", "jaxport", "convert", str(path), "-o", str(out), "--force"],
+                            capture_output=True, text=True)
+    assert forced.returncode == 0, forced.stderr
