@@ -2,7 +2,8 @@
 
     python benchmarks/bench_models.py [model ...] [--runs 100] [--markdown out.md]
 
-Conversion is torch.export plus building jaxport's program (no XLA compile);
+Conversion is torch.export plus building jaxport's program (no XLA compile); "emit
+source" is generating the standalone module's text (`jaxport.emit` without writing files);
 "warm" is a second conversion in the same process, once torch.export's
 one-time start-up is paid. Latency is the median of --runs calls after a
 warm-up call, the two libraries taking turns in blocks of 10 calls, with JAX blocked
@@ -23,6 +24,7 @@ from tests.models.zoo import MODELS
 
 import jaxport
 from _report import interleaved_medians, publish
+from jaxport.backends.codegen import generate
 
 
 def bench(name: str, runs: int) -> dict:
@@ -32,6 +34,9 @@ def bench(name: str, runs: int) -> dict:
         start = time.perf_counter()
         model = jaxport.from_torch(module, args, kwargs)
         conversions.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    source, _ = generate(model)
+    emit_s = time.perf_counter() - start
     jargs = [jaxport.to_jax(a) for a in args]
     jkwargs = {k: jaxport.to_jax(v) for k, v in kwargs.items()}
     start = time.perf_counter()
@@ -45,6 +50,8 @@ def bench(name: str, runs: int) -> dict:
         "convert_cold": conversions[0],
         "convert_warm": conversions[1],
         "compile": compile_s,
+        "emit": emit_s,
+        "emit_lines": source.count("\n"),
         "torch_ms": torch_s * 1e3,
         "jax_ms": jax_s * 1e3,
         "ratio": jax_s / torch_s,
@@ -54,12 +61,14 @@ def bench(name: str, runs: int) -> dict:
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| model | ops | convert cold (s) | convert warm (s) | trace+compile (s) | PyTorch eager (ms) | jaxport jit (ms) | latency ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | ops | convert cold (s) | convert warm (s) | trace+compile (s) | emit source (s) | source lines "
+        "| PyTorch eager (ms) | jaxport jit (ms) | latency ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['ops']} | {r['convert_cold']:.2f} | {r['convert_warm']:.2f} | {r['compile']:.2f} | "
+            f"{r['emit']:.2f} | {r['emit_lines']} | "
             f"{r['torch_ms']:.2f} | {r['jax_ms']:.2f} | {r['ratio']:.2f}x |"
         )
     return "\n".join(lines)

@@ -80,11 +80,12 @@ def test_generated_module_matches_interpreter(emitted, name):
             np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-6)
 
 
-def test_generated_modules_pass_ruff_with_default_rules(emitted):
+def test_generated_modules_are_formatted_and_pass_ruff_with_default_rules(emitted):
     files = [str(folder / "model" / "model.py") for folder in emitted.values()]
-    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--quiet", *files],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout[-4000:]
+    for command in ("check", "format --check"):
+        done = subprocess.run([sys.executable, "-m", "ruff", *command.split(), "--isolated", "--quiet", *files],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, f"ruff {command}: {done.stdout[-4000:]}"
 
 
 def test_generated_module_reads_like_the_model(emitted):
@@ -100,6 +101,11 @@ def test_generated_module_reads_like_the_model(emitted):
     assert imported <= {"jax", "numpy", "math", "os", "safetensors", "functools", "itertools", "operator"}
     functions = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
     assert len(functions) == len(set(functions)), "each op implementation is included once"
+    # forward()'s table of contents points at each section's banner.
+    lines = source.splitlines()
+    entries = [line.strip() for line in lines if ": line " in line and line.startswith("    encoder")]
+    assert entries == ["encoder.layer.0: line " + str(lines.index("    # === encoder.layer.0 ===") + 1),
+                       "encoder.layer.1: line " + str(lines.index("    # === encoder.layer.1 ===") + 1)]
 
 
 def test_refuses_a_non_empty_directory_unless_forced(tmp_path):
@@ -184,3 +190,30 @@ def test_convert_cli_writes_and_reports(tmp_path):
     forced = subprocess.run([sys.executable, "-m", "jaxport", "convert", str(path), "-o", str(out), "--force"],
                             capture_output=True, text=True)
     assert forced.returncode == 0, forced.stderr
+
+
+def test_main_runs_the_model_on_a_random_input(emitted):
+    folder = emitted["cnn"]
+    done = subprocess.run([sys.executable, str(folder / "model" / "model.py")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with np.load(folder / "expected.npz") as want:
+        assert done.stdout.split("\n")[0] == f"{want['arr_0'].shape} {want['arr_0'].dtype}"
+
+
+def test_convert_cli_takes_a_torch_export_archive(tmp_path):
+    import torch
+
+    module = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh()).eval()
+    x = torch.randn(2, 3)
+    path = tmp_path / "mlp.pt2"
+    torch.export.save(torch.export.export(module, (x,)), path)
+    out = tmp_path / "mlp"
+    done = subprocess.run([sys.executable, "-m", "jaxport", "convert", str(path), "-o", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    np.savez(tmp_path / "inputs.npz", x.numpy())
+    (tmp_path / "mode").write_text("jit")
+    (out.parent / "model").symlink_to(out)  # the runner reads CASE/model/model.py
+    _run([tmp_path])
+    with np.load(tmp_path / "outputs.npz") as got, torch.no_grad():
+        np.testing.assert_allclose(got["arr_0"], module(x).numpy(), rtol=1e-5, atol=1e-6)

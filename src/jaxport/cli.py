@@ -94,7 +94,8 @@ def _run(opts) -> int:
             if path is not None:
                 print(f"wrote {path} ({path.stat().st_size:,} bytes)")
         print(f"{emitted.ops} ops in {emitted.lines} lines of source, generated in "
-              f"{emitted.source_seconds:.2f} s")
+              f"{emitted.source_seconds:.2f} s" + ("" if emitted.formatted else
+                                                  " (not formatted: ruff is not installed)"))
         return 0
     return 2
 

@@ -70,6 +70,8 @@ class Emitted:
     source_seconds: float
     lines: int
     ops: int
+    #: Whether `ruff format` (ruff's default style) formatted model.py; ruff is optional.
+    formatted: bool
 
 
 def emit(model, out_dir: str | Path, *, force: bool = False) -> Emitted:
@@ -89,6 +91,9 @@ def emit(model, out_dir: str | Path, *, force: bool = False) -> Emitted:
     out.mkdir(parents=True, exist_ok=True)
     module = out / MODULE_FILE
     module.write_text(source)
+    formatted = _ruff_format(module)
+    if formatted:
+        module.write_text(_number_sections(module.read_text()))
     weights = out / WEIGHTS_FILE
     save_file({name: np.asarray(value) for name, value in model.params.items()}, str(weights))
     constants_path = None
@@ -97,7 +102,26 @@ def emit(model, out_dir: str | Path, *, force: bool = False) -> Emitted:
         save_file(constants, str(constants_path))
     elif (out / CONSTANTS_FILE).exists():
         (out / CONSTANTS_FILE).unlink()
-    return Emitted(module, weights, constants_path, seconds, source.count("\n"), len(model.program.nodes))
+    lines = module.read_text().count("\n")
+    return Emitted(module, weights, constants_path, seconds, lines, len(model.program.nodes), formatted)
+
+
+def _ruff_format(path: Path) -> bool:
+    """Format `path` with ruff's default style where ruff is installed (jaxport does not need it:
+    the source is valid and `ruff check`-clean either way, only long lines stay unwrapped)."""
+    import importlib.util
+    import shutil
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("ruff") is not None:
+        command = [sys.executable, "-m", "ruff"]
+    elif shutil.which("ruff"):
+        command = [shutil.which("ruff")]
+    else:
+        return False
+    done = subprocess.run([*command, "format", "--isolated", "--quiet", str(path)], capture_output=True)
+    return done.returncode == 0
 
 
 # --- names and text from the model -----------------------------------------------------------
@@ -294,6 +318,16 @@ def _scope(node: Node, onnx: bool) -> str:
     return name.rsplit("/", 1)[0] if "/" in name.strip("/") else name
 
 
+def _section(scope: str) -> str:
+    """The part of a model a scope belongs to, for the contents: the module path up to its
+    first layer number ("encoder.layer.3"), or its first component ("embeddings")."""
+    parts = [p for p in re.split(r"[./]", scope) if p]
+    for i, part in enumerate(parts[:4]):
+        if part.isdigit():
+            return ".".join(parts[: i + 1])
+    return parts[0] if parts else ""
+
+
 def generate(model) -> tuple[str, dict[str, np.ndarray]]:
     """(the source of `model.py`, {name: value} of the constants too large to write inline)."""
     program: Program = model.program
@@ -352,6 +386,7 @@ def generate(model) -> tuple[str, dict[str, np.ndarray]]:
         return _Literals(where)(value)
 
     body: list[str] = []
+    sections: list[tuple[str, int]] = []  # (section, its banner's index in body)
     scope, source, in_block = None, None, False
     uses_rng = False
     for index, (node, fact) in enumerate(zip(program.nodes, facts)):
@@ -359,6 +394,10 @@ def generate(model) -> tuple[str, dict[str, np.ndarray]]:
             continue
         where = f"node {_text(node.name)}"
         node_scope = _scope(node, onnx)
+        if (section := _section(node_scope)) != (sections[-1][0] if sections else None):
+            body += ["", f"# === {_text(section, 90) or '(top level)'} ==="]
+            sections.append((section, len(body) - 1))
+            in_block = False
         if node_scope != scope or (node.source and node.source != source and not onnx):
             if in_block:
                 in_block = False
@@ -406,8 +445,8 @@ def generate(model) -> tuple[str, dict[str, np.ndarray]]:
         body.append(f"return {result}, {{{update_items}}}")
     else:
         body.append(f"return {result}")
-    text = _module_text(model, library, names, input_names, body, uses_rng, bool(large_constants),
-                        jax_constants, updates)
+    text = _module_text(model, library, names, input_names, body, sections, uses_rng,
+                        bool(large_constants), jax_constants, updates)
     return text, large_constants
 
 
@@ -494,8 +533,8 @@ def _input_example(spec) -> str:
     return f"np.zeros({shape!r}, {_dtype_literal(dtype)})"
 
 
-def _module_text(model, library: OpLibrary, names, input_names, body, uses_rng, has_constants,
-                 jax_constants, updates: Mapping) -> str:
+def _module_text(model, library: OpLibrary, names, input_names, body, sections, uses_rng,
+                 has_constants, jax_constants, updates: Mapping) -> str:
     program = model.program
     specs = [(name, spec.spec.describe() if spec.spec else "?") for name, spec in zip(input_names, program.user_inputs)]
     output_names = getattr(model, "output_names", None) or [f"output {i}" for i in range(len(program.outputs))]
@@ -537,11 +576,17 @@ def _module_text(model, library: OpLibrary, names, input_names, body, uses_rng, 
               "    return {name: jnp.asarray(value) for name, value in weights.items()}", "", ""]
     signature = ", ".join(["params", *input_names]) + (", *, rng=None" if uses_rng else "")
     lines.append(f"def forward({signature}):")
-    lines.append('    """The model: pure in params and inputs."""')
+    contents = ['    """The model: pure in params and inputs.']
+    if len(sections) > 1:  # a table of contents, so a long forward() can be navigated by line
+        contents += ["", "    " + _SECTIONS_TITLE]
+        contents += [f"    {_text(label, 70) or '(top level)'}: line ?" for label, _ in sections]
+    contents.append('    """')
     if uses_rng:
-        lines += ["    if rng is None:", "        rng = jax.random.key(0)"]
-    for line in body:
-        lines.append(("    " + line) if line else "")
+        contents += ["    if rng is None:", "        rng = jax.random.key(0)"]
+    body_lines = [("    " + line) if line else "" for line in body]
+    for line in contents:
+        lines.append(line)
+    lines += body_lines
     lines += ["", "", 'if __name__ == "__main__":', "    rng = np.random.default_rng(0)"]
     for name, spec in zip(input_names, program.user_inputs):
         lines.append(f"    {name} = {_input_example(spec)}")
@@ -549,8 +594,24 @@ def _module_text(model, library: OpLibrary, names, input_names, body, uses_rng, 
     lines.append(f"    result = {run}(load_params(), {', '.join(input_names)})")
     lines.append("    for leaf in jax.tree_util.tree_leaves(result):")
     lines.append("        print(leaf.shape, leaf.dtype)")
-    text = "\n".join(_collapse_blank(lines)) + "\n"
-    return text
+    return _number_sections("\n".join(_collapse_blank(lines)) + "\n")
+
+
+_SECTIONS_TITLE = "Sections (line numbers in this file):"
+_BANNER = re.compile(r"^    # === .* ===$")
+
+
+def _number_sections(text: str) -> str:
+    """Fill forward()'s table of contents with the lines its section banners are on (again
+    after formatting moves them)."""
+    lines = text.split("\n")
+    banners = [i + 1 for i, line in enumerate(lines) if _BANNER.match(line)]
+    if ("    " + _SECTIONS_TITLE) not in lines:
+        return text
+    first = lines.index("    " + _SECTIONS_TITLE) + 1
+    for entry, number in zip(range(first, first + len(banners)), banners):
+        lines[entry] = lines[entry][: lines[entry].rindex(": line ")] + f": line {number}"
+    return "\n".join(lines)
 
 
 _STANDARD_LIBRARY = {"functools", "itertools", "math", "operator", "os"}
