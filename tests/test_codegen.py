@@ -4,6 +4,7 @@ with neither jaxport nor torch importable, and compute what the interpreter comp
 from __future__ import annotations
 
 import ast
+import dataclasses
 import io
 import os
 import subprocess
@@ -119,26 +120,58 @@ def test_refuses_a_non_empty_directory_unless_forced(tmp_path):
     assert emitted.module.exists() and emitted.weights.exists()
 
 
-def _if_model() -> onnx.ModelProto:
-    """Two If nodes: control flow, which code generation does not write yet."""
-    def branch(value: float, name: str):
-        out = helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, [1])
-        const = helper.make_node("Constant", [], [f"{name}_out"],
-                                 value=numpy_helper.from_array(np.array([value], np.float32)))
-        return helper.make_graph([const], name, [], [out])
+def _loop_model() -> onnx.ModelProto:
+    """A Loop whose body reads an outer value, and an If choosing between two constants."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["x_in", "step"], ["x_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x_in", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x_out", TensorProto.FLOAT, [3])])
 
-    nodes = [helper.make_node("If", ["c"], [f"y{i}"], then_branch=branch(1.0, f"then{i}"),
-                              else_branch=branch(0.0, f"else{i}"), name=f"choice{i}") for i in range(2)]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
-                              [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1]) for i in range(2)])
+    def branch(value: float, name: str):
+        const = helper.make_node("Constant", [], [f"{name}_out"],
+                                 value=numpy_helper.from_array(np.array([value] * 3, np.float32)))
+        return helper.make_graph([const], name, [], [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, [3])])
+
+    nodes = [
+        helper.make_node("Loop", ["trips", "", "x"], ["looped"], body=body, name="repeat"),
+        helper.make_node("If", ["c"], ["chosen"], then_branch=branch(1.0, "then"), else_branch=branch(-1.0, "else"),
+                         name="choice"),
+        helper.make_node("Mul", ["looped", "chosen"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("trips", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("step", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def test_lists_every_node_it_cannot_write_before_writing(tmp_path):
-    model = jaxport.from_onnx(_if_model())
+@pytest.mark.parametrize("choice", [True, False])
+def test_control_flow_becomes_nested_functions(tmp_path, choice):
+    model = jaxport.from_onnx(_loop_model())
+    inputs = [np.array(3), np.array(choice), np.arange(3, dtype=np.float32), np.full(3, 0.5, np.float32)]
+    case = _case(tmp_path / "loop", model, inputs, jitted=model.jittable)
+    _run([case])
+    with np.load(case / "outputs.npz") as got:
+        np.testing.assert_array_equal(got["arr_0"], (np.arange(3) + 1.5) * (1 if choice else -1))
+    source = (case / "model" / "model.py").read_text()
+    assert "def repeat_loop_body(" in source and "def choice_if_then_branch(" in source
+
+
+def test_lists_every_op_it_cannot_write_before_writing(tmp_path):
+    model = jaxport.from_onnx(_loop_model())
+    model.program.nodes = [dataclasses.replace(node, op=f"onnx.Unheard{i}-1")
+                           for i, node in enumerate(model.program.nodes)]
     with pytest.raises(jaxport.UnsupportedOpsError) as error:
         jaxport.emit(model, tmp_path / "out")
-    assert "choice0" in str(error.value) and "choice1" in str(error.value)
+    assert all(f"onnx.Unheard{i}-1" in str(error.value) for i in range(3))
     assert not (tmp_path / "out").exists()
 
 

@@ -138,15 +138,15 @@ class Program:
             raise UnsupportedOpsError(missing)
 
 
-def _resolve(value, env, strict: bool = False, rng=None):
+def _resolve(value, env, strict: bool = False, rng=None, observe=None):
     if isinstance(value, Ref):
         return env[value.name]
     if isinstance(value, Subgraph):
-        return _as_function(value, env, strict, rng)
+        return _as_function(value, env, strict, rng, observe)
     if isinstance(value, (list, tuple)):
-        return type(value)(_resolve(v, env, strict, rng) for v in value)
+        return type(value)(_resolve(v, env, strict, rng, observe) for v in value)
     if isinstance(value, dict):
-        return {k: _resolve(v, env, strict, rng) for k, v in value.items()}
+        return {k: _resolve(v, env, strict, rng, observe) for k, v in value.items()}
     if isinstance(value, np.dtype):
         return np.dtype(jax.dtypes.canonicalize_dtype(value))
     return value
@@ -161,12 +161,13 @@ def _all_concrete(args, kwargs) -> bool:
     return True
 
 
-def _as_function(subgraph: Subgraph, env, strict: bool, rng):
+def _as_function(subgraph: Subgraph, env, strict: bool, rng, observe=None):
     """The subgraph as a function of its own inputs, returning its list of outputs."""
     captured = [env[name] for name in subgraph.captures]
 
     def run(*inputs):
-        outputs, _ = interpret(subgraph.program, {}, [*inputs, *captured], strict=strict, rng=rng)
+        outputs, _ = interpret(subgraph.program, {}, [*inputs, *captured], strict=strict, rng=rng,
+                               observe=observe)
         return outputs
 
     return run
@@ -208,11 +209,15 @@ def interpret(
     strict: bool = False,
     rng: jax.Array | None = None,
     lookup: Callable[[str], Callable | None] = registry.lookup,
+    observe: Callable[[Program, int, bool, Any], None] | None = None,
 ) -> tuple[list[Any], dict[str, Any]]:
     """Run `program`; returns (flat outputs, {buffer or input name: updated value}).
 
     `rng` is the `jax.random` key that random ops draw from (each node folds in
     its own index); without one they use key 0, so results are reproducible.
+    `observe(program, index, concrete, result)`, if given, sees every node's lowering
+    result before the cast to the recorded dtype, subgraphs' nodes included, and whether
+    it ran at trace time (code generation writes down what it saw).
 
     This loop is the one place that owns error context: a failing lowering is
     reported with its node, module path and source line.
@@ -237,12 +242,13 @@ def interpret(
             node_rng = jax.random.fold_in(rng, index)
         # Subgraphs (loop bodies, branches) draw from a key of their own node.
         inner_rng = None if rng is None else jax.random.fold_in(rng, index)
-        args = _resolve(node.args, env, strict, inner_rng)
-        kwargs = _resolve(node.kwargs, env, strict, inner_rng)
+        args = _resolve(node.args, env, strict, inner_rng, observe)
+        kwargs = _resolve(node.kwargs, env, strict, inner_rng, observe)
         if rng_keyword:
             kwargs[rng_keyword] = node_rng
+        concrete = _all_concrete(args, kwargs)
         try:
-            if _all_concrete(args, kwargs):
+            if concrete:
                 # Values computed from constants and shapes alone (ONNX's Shape -> Gather ->
                 # Concat -> Reshape chains) are evaluated now, even under jax.jit, so ops that
                 # need them statically (a reshape's target shape) can read them.
@@ -263,6 +269,8 @@ def interpret(
             raise LoweringError(f"{node.op} cannot run under this JAX transformation ({node.where()}):\n{e}") from e
         except Exception as e:
             raise LoweringError(f"{node.op} failed ({node.where()}): {type(e).__name__}: {e}") from e
+        if observe is not None:
+            observe(program, index, concrete, out)
         if node.outputs:
             # A tuple is several results; anything else (a list is an ONNX sequence) is one.
             results = out if isinstance(out, tuple) else (out,)

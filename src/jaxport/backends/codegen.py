@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import JaxportError, OpUse, UnsupportedOpsError
 from ..ops import registry
-from ..program import Node, Program, Ref, Subgraph, TensorSpec, _all_concrete, interpret
+from ..program import Node, Program, Ref, Subgraph, TensorSpec, interpret
 from ._sources import NotCopyable, OpLibrary
 
 #: Constants up to this many values are written inline; larger ones go to constants.safetensors.
@@ -53,7 +53,8 @@ CONSTANTS_FILE = "constants.safetensors"
 MODULE_FILE = "model.py"
 #: Names the generated module defines or imports itself.
 _RESERVED = {"CONSTANTS", "INPUTS", "OUTPUTS", "forward", "load_params", "jax", "jnp", "lax", "math", "np",
-             "os", "load_file", "params", "rng", "key", "inputs", "outputs", "updates", "_here"}
+             "os", "load_file", "params", "rng", "key", "inputs", "outputs", "updates", "_here",
+             "_as_recorded", "_recorded_results"}
 
 
 class EmitError(JaxportError):
@@ -188,6 +189,11 @@ class _Facts:
     returned: Any
 
 
+#: Facts for a node the analysis run never reached (an If branch not taken on its example
+#: inputs): cast to the recorded dtype unconditionally, as the interpreter may.
+_UNSEEN = _Facts(False, "unknown")
+
+
 def _returned(out):
     if isinstance(out, (tuple, list)):
         return type(out)(_returned(o) for o in out)
@@ -198,40 +204,40 @@ def _returned(out):
     return None
 
 
-def _example_inputs(program: Program, concrete: bool) -> list:
+def _example_inputs(program: Program, concrete: bool) -> list | None:
+    """Inputs of the declared shapes (symbolic dims 2) to trace with, or None where an
+    input's rank is unknown (ONNX sequences). Concrete ones are ones: a zero trip count or
+    an all-zero mask would leave parts of a model unrun."""
     examples = []
     for spec in program.user_inputs:
         if spec.spec is None or spec.spec.shape is None:
-            raise EmitError(f"input '{_text(spec.name)}' has no known rank; cannot write its program out")
+            return None
         shape = tuple(2 if d is None else d for d in spec.spec.shape)
         dtype = np.dtype(jax.dtypes.canonicalize_dtype(spec.spec.dtype))
-        examples.append(jnp.zeros(shape, dtype) if concrete else jax.ShapeDtypeStruct(shape, dtype))
+        examples.append(jnp.ones(shape, dtype) if concrete else jax.ShapeDtypeStruct(shape, dtype))
     return examples
 
 
-def _trace(model) -> list[_Facts]:
-    """Run the program once, abstractly where it can be jitted, recording `_Facts` per node."""
-    facts: list[_Facts] = []
+def _trace(model) -> dict[tuple[int, int], _Facts]:
+    """Run the program once, abstractly where it can be jitted, recording `_Facts` per
+    (id of its program, node index), subgraphs' nodes included. A node seen several times
+    (a loop body traced twice) ran at trace time if it did in any of them: wrapping a
+    traced computation in `ensure_compile_time_eval` changes nothing."""
+    facts: dict[tuple[int, int], _Facts] = {}
 
-    def lookup(op: str):
-        fn = registry.lookup(op)
-
-        def recorded(*args, **kwargs):
-            out = fn(*args, **kwargs)
-            facts.append(_Facts(_all_concrete(args, kwargs), _returned(out)))
-            return out
-
-        return recorded
+    def observe(program, index, concrete, out):
+        seen = facts.get((id(program), index))
+        facts[(id(program), index)] = _Facts(concrete or (seen is not None and seen.concrete), _returned(out))
 
     program = model.program
-    if model.jittable:
-        jax.eval_shape(lambda p, *xs: interpret(program, p, xs, lookup=lookup)[0],
-                       model.params, *_example_inputs(program, False))
-    else:
-        facts_on_zeros = interpret(program, model.params, _example_inputs(program, True), lookup=lookup)
-        del facts_on_zeros
-    if len(facts) != len(program.nodes):
-        raise EmitError(f"traced {len(facts)} node calls for {len(program.nodes)} nodes")
+    examples = _example_inputs(program, concrete=not model.jittable)
+    if model.jittable and examples is not None:
+        jax.eval_shape(lambda p, *xs: interpret(program, p, xs, observe=observe)[0], model.params, *examples)
+    elif examples is not None:
+        try:  # op by op, on made-up values: what it sees only spares some casts
+            interpret(program, model.params, examples, observe=observe)
+        except JaxportError:
+            facts.clear()
     return facts
 
 
@@ -300,16 +306,6 @@ class _Literals:
 # --- the program -----------------------------------------------------------------------------
 
 
-def _subgraph_nodes(program: Program) -> list[Node]:
-    def has_subgraph(value) -> bool:
-        if isinstance(value, Subgraph):
-            return True
-        return isinstance(value, (tuple, list)) and any(has_subgraph(v) for v in value)
-
-    return [n for n in program.nodes
-            if any(has_subgraph(v) for v in (*n.args, *n.kwargs.values()))]
-
-
 def _scope(node: Node, onnx: bool) -> str:
     """The block a node belongs to: its module path (torch) or its name's scope (ONNX)."""
     if not onnx:
@@ -332,16 +328,10 @@ def generate(model) -> tuple[str, dict[str, np.ndarray]]:
     """(the source of `model.py`, {name: value} of the constants too large to write inline)."""
     program: Program = model.program
     program.check_supported()
-    control_flow = _subgraph_nodes(program)
-    if control_flow:
-        raise UnsupportedOpsError([OpUse(f"{n.op} (control flow: code generation does not write "
-                                         "subgraphs yet)", n.name, n.module_path, n.source)
-                                   for n in control_flow])
-    live, read = _live(program)
     library = OpLibrary()
     lowering_keys, uncopyable = {}, []
-    for node, needed in zip(program.nodes, live):
-        if not needed or node.op in lowering_keys:
+    for node in _live_nodes(program):
+        if node.op in lowering_keys:
             continue
         try:
             lowering_keys[node.op] = library.add(registry.lookup(node.op))
@@ -349,110 +339,171 @@ def generate(model) -> tuple[str, dict[str, np.ndarray]]:
             uncopyable.append(OpUse(f"{node.op} ({e})", node.name, node.module_path, node.source))
     if uncopyable:
         raise UnsupportedOpsError(uncopyable)
-    facts = _trace(model)
-    onnx = any(node.op.startswith("onnx.") or node.outputs for node in program.nodes)
     names = library.emitted_names(_RESERVED)
-    namer = _Namer(_RESERVED | set(names.values()) | set(library.imports))
-
-    state = dict(program.state_inputs)  # value name -> params key
-    env: dict[str, str] = {}  # program value name -> Python expression
-    large_constants: dict[str, np.ndarray] = {}
-    jax_constants: list[str] = []
-    for value, constant in program.constants.items():
-        if isinstance(constant, (np.ndarray, jax.Array)) and np.size(constant) > INLINE_CONSTANT_SIZE:
-            large_constants[value] = np.asarray(constant)
-            if isinstance(constant, jax.Array):
-                jax_constants.append(value)
-            env[value] = f"CONSTANTS[{_string(value)}]"
-        else:
-            env[value] = _Literals(f"constant {_text(value)}")(constant)
-    for value, key in state.items():
+    emitter = _Emitter(model, _trace(model), {op: names[key] for op, key in lowering_keys.items()},
+                       _Namer(_RESERVED | set(names.values()) | set(library.imports)))
+    env: dict[str, str] = {}
+    for value, key in program.state_inputs:
         env[value] = f"params[{_string(key)}]"
     input_names = []
     for spec in program.user_inputs:
-        input_names.append(namer.fresh(spec.name, "input"))
+        input_names.append(emitter.namer.fresh(spec.name, "input"))
         env[spec.value] = input_names[-1]
+    body = emitter.program(program, env, "rng")
+    updates = {**program.buffer_updates, **program.input_updates}
+    if updates:
+        update_items = ", ".join(f"{_string(k)}: {env[r.name]}" for k, r in updates.items())
+        body[-1] = f"{body[-1]}, {{{update_items}}}"
+    text = _module_text(model, library, names, input_names, body, emitter.sections, emitter.uses_rng,
+                        bool(emitter.large_constants), emitter.jax_constants, updates)
+    return text, emitter.large_constants
 
-    def expression(value, where: str) -> str:
+
+def _live_nodes(program: Program):
+    """The nodes an output depends on, those of the subgraphs they run included."""
+    live, _ = _live(program)
+    for node, needed in zip(program.nodes, live):
+        if needed:
+            yield node
+            for value in (*node.args, *node.kwargs.values()):
+                for sub in value if isinstance(value, (tuple, list)) else (value,):
+                    if isinstance(sub, Subgraph):
+                        yield from _live_nodes(sub.program)
+
+
+class _Emitter:
+    """Writes programs as statements: the model's as forward()'s body, subgraphs' as nested
+    functions defined just before the node that calls them."""
+
+    def __init__(self, model, facts: dict, functions: dict[str, str], namer: _Namer):
+        self.jittable = model.jittable
+        self.facts, self.functions, self.namer = facts, functions, namer
+        self.onnx = any(node.op.startswith("onnx.") or node.outputs for node in model.program.walk())
+        self.large_constants: dict[str, np.ndarray] = {}
+        self.jax_constants: list[str] = []
+        self.sections: list[tuple[str, int]] = []  # (section, its banner's index in forward's body)
+        self.uses_rng = False
+
+    def constants(self, program: Program, env: dict[str, str]) -> None:
+        for value, constant in program.constants.items():
+            if isinstance(constant, (np.ndarray, jax.Array)) and np.size(constant) > INLINE_CONSTANT_SIZE:
+                key = value if value not in self.large_constants else f"{value}#{id(program)}"
+                self.large_constants[key] = np.asarray(constant)
+                if isinstance(constant, jax.Array):
+                    self.jax_constants.append(key)
+                env[value] = f"CONSTANTS[{_string(key)}]"
+            else:
+                env[value] = _Literals(f"constant {_text(value)}")(constant)
+
+    def expression(self, value, env: dict[str, str], where: str, functions: dict[int, str]) -> str:
         if isinstance(value, Ref):
             return env[value.name]
-        if isinstance(value, (tuple, list)) and any(isinstance(v, Ref) for v in value):
-            items = [expression(v, where) for v in value]
+        if isinstance(value, Subgraph):
+            return functions[id(value)]
+        if isinstance(value, (tuple, list)) and any(isinstance(v, (Ref, Subgraph)) for v in value):
+            items = [self.expression(v, env, where, functions) for v in value]
             if isinstance(value, list):
                 return "[" + ", ".join(items) + "]"
             return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-        if isinstance(value, dict) and any(isinstance(v, Ref) for v in value.values()):
-            return "{" + ", ".join(f"{_string(k)}: {expression(v, where)}" for k, v in value.items()) + "}"
+        if isinstance(value, dict) and any(isinstance(v, (Ref, Subgraph)) for v in value.values()):
+            return "{" + ", ".join(f"{_string(k)}: {self.expression(v, env, where, functions)}"
+                                   for k, v in value.items()) + "}"
         return _Literals(where)(value)
 
-    body: list[str] = []
-    sections: list[tuple[str, int]] = []  # (section, its banner's index in body)
-    scope, source, in_block = None, None, False
-    uses_rng = False
-    for index, (node, fact) in enumerate(zip(program.nodes, facts)):
-        if not live[index]:
-            continue
-        where = f"node {_text(node.name)}"
-        node_scope = _scope(node, onnx)
-        if (section := _section(node_scope)) != (sections[-1][0] if sections else None):
-            body += ["", f"# === {_text(section, 90) or '(top level)'} ==="]
-            sections.append((section, len(body) - 1))
-            in_block = False
-        if node_scope != scope or (node.source and node.source != source and not onnx):
-            if in_block:
+    def program(self, program: Program, env: dict[str, str], rng: str, top: bool = True) -> list[str]:
+        """Statements computing `program` from `env` (its inputs' expressions), ending in `return`."""
+        self.constants(program, env)
+        live, read = _live(program)
+        body: list[str] = []
+        scope, source, in_block = None, None, False
+        for index, node in enumerate(program.nodes):
+            if not live[index]:
+                continue
+            fact = self.facts.get((id(program), index), _UNSEEN)
+            where = f"node {_text(node.name)}"
+            node_scope = _scope(node, self.onnx)
+            if top and (section := _section(node_scope)) != (self.sections[-1][0] if self.sections else None):
+                body += ["", f"# === {_text(section, 90) or '(top level)'} ==="]
+                self.sections.append((section, len(body) - 1))
                 in_block = False
-            body.append("")
-            label = _text(node_scope) or "(top level)"
-            if onnx:
-                note = f"{label}: {node.source}" if node_scope == node.module_path else label
+            if node_scope != scope or (node.source and node.source != source and not self.onnx):
+                in_block = False
+                body.append("")
+                label = _text(node_scope) or "(top level)"
+                if self.onnx:
+                    note = f"{label}: {node.source}" if node_scope == node.module_path else label
+                else:
+                    note = f"{label}: {_where(node.source)}" if node.source else label
+                body.append(f"# {_text(note, 96)}")
+                scope, source = node_scope, node.source
+            stem = self.stem(node, index)
+            functions = {}
+            for key, value in [*enumerate(node.args), *node.kwargs.items()]:
+                for sub in value if isinstance(value, (tuple, list)) else (value,):
+                    if isinstance(sub, Subgraph):
+                        in_block = False
+                        functions[id(sub)] = self.namer.fresh(f"{stem}_{key}")
+                        body += self.subgraph(sub, functions[id(sub)], env, f"jax.random.fold_in({rng}, {index})")
+            call_args = [self.expression(a, env, where, functions) for a in node.args]
+            for name, value in node.kwargs.items():
+                text = self.expression(value, env, where, functions)
+                if name.isidentifier() and not keyword.iskeyword(name):
+                    call_args.append(f"{name}={text}")
+                else:
+                    call_args.append(f"**{{{_string(name)}: {text}}}")
+            if (rng_keyword := registry.random_keyword(node.op)) is not None:
+                self.uses_rng = True
+                call_args.append(f"{rng_keyword}=jax.random.fold_in({rng}, {index})")
+            call = f"{self.functions[node.op]}({', '.join(call_args)})"
+            statements = _statements(node, fact, call, stem, self.namer, env, read)
+            if fact.concrete and self.jittable:
+                if not in_block:
+                    body.append("with jax.ensure_compile_time_eval():  # shape arithmetic, known while tracing")
+                    in_block = True
+                body.extend("    " + s for s in statements)
             else:
-                note = f"{label}: {_where(node.source)}" if node.source else label
-            body.append(f"# {_text(note, 96)}")
-            scope, source = node_scope, node.source
-        call_args = [expression(a, where) for a in node.args]
-        for name, value in node.kwargs.items():
-            text = expression(value, where)
-            if name.isidentifier() and not keyword.iskeyword(name):
-                call_args.append(f"{name}={text}")
-            else:
-                call_args.append(f"**{{{_string(name)}: {text}}}")
-        if (rng_keyword := registry.random_keyword(node.op)) is not None:
-            uses_rng = True
-            call_args.append(f"{rng_keyword}=jax.random.fold_in(rng, {index})")
-        call = f"{names[lowering_keys[node.op]]}({', '.join(call_args)})"
-        if onnx:
-            stem = node.module_path or f"{_short_op(node.op)}_{index}"
-            if node.module_path and not _identifier(stem).endswith(_short_op(node.op).lower()):
-                stem = f"{stem}_{_short_op(node.op)}"
-        else:
-            stem = f"{node.module_path}_{_short_op(node.op)}" if node.module_path else _short_op(node.op)
-        statements = _statements(node, fact, call, stem, namer, env, read)
-        if fact.concrete and model.jittable:
-            if not in_block:
-                body.append("with jax.ensure_compile_time_eval():  # shape arithmetic, known while tracing")
-                in_block = True
-            body.extend("    " + s for s in statements)
-        else:
-            in_block = False
-            body.extend(statements)
+                in_block = False
+                body.extend(statements)
+        outputs = [self.expression(o, env, "output", {}) for o in program.outputs]
+        if top:
+            result = outputs[0] if len(outputs) == 1 else "(" + ", ".join(outputs) + ")"
+        else:  # subgraphs return their list of outputs, as the interpreter's do
+            result = "[" + ", ".join(outputs) + "]"
+        return body + ["", f"return {result}"]
 
-    outputs = [expression(o, "output") for o in program.outputs]
-    result = outputs[0] if len(outputs) == 1 else "(" + ", ".join(outputs) + ("," if len(outputs) == 1 else "") + ")"
-    updates = {**program.buffer_updates, **program.input_updates}
-    body.append("")
-    if updates:
-        update_items = ", ".join(f"{_string(k)}: {env[r.name]}" for k, r in updates.items())
-        body.append(f"return {result}, {{{update_items}}}")
-    else:
-        body.append(f"return {result}")
-    text = _module_text(model, library, names, input_names, body, sections, uses_rng,
-                        bool(large_constants), jax_constants, updates)
-    return text, large_constants
+    def stem(self, node: Node, index: int) -> str:
+        """What a node's value is named after: module path and op (torch), node name (ONNX)."""
+        op = _short_op(node.op)
+        if not self.onnx:
+            return f"{node.module_path}_{op}" if node.module_path else op
+        if node.module_path and not _identifier(node.module_path).endswith(op.lower()):
+            return f"{node.module_path}_{op}"
+        return node.module_path or f"{op}_{index}"
+
+    def subgraph(self, subgraph: Subgraph, name: str, env: dict[str, str], rng: str) -> list[str]:
+        """A nested function for `subgraph`: its own inputs are parameters, the values it
+        captures are read from the enclosing function."""
+        program = subgraph.program
+        own = len(program.user_inputs) - len(subgraph.captures)
+        inner: dict[str, str] = {}
+        parameters = []
+        for spec in program.user_inputs[:own]:
+            parameters.append(self.namer.fresh(spec.name, "input"))
+            inner[spec.value] = parameters[-1]
+        for spec, outer in zip(program.user_inputs[own:], subgraph.captures):
+            inner[spec.value] = env[outer]
+        key = self.namer.fresh(f"{name}_rng")
+        lines = self.program(program, inner, key, top=False)
+        if any(f"({key}, " in line for line in lines):
+            lines = [f"{key} = {rng}", *lines]
+        return ["", f"def {name}({', '.join(parameters)}):", *("    " + line if line else "" for line in lines)]
 
 
 def _refs(value, into: set[str]) -> set[str]:
     if isinstance(value, Ref):
         into.add(value.name)
+    elif isinstance(value, Subgraph):
+        into.update(value.captures)
     elif isinstance(value, (tuple, list)):
         for v in value:
             _refs(v, into)
@@ -482,6 +533,19 @@ def _statements(node: Node, fact: _Facts, call: str, stem: str, namer: _Namer,
                 env: dict[str, str], read: set[str]) -> list[str]:
     """The assignment(s) for one node, with the interpreter's dtype casts."""
     expected = node.expected
+    if fact is _UNSEEN:  # the analysis run never reached it: cast at run time, as the interpreter does
+        if node.outputs:
+            targets = []
+            for i, value in enumerate(node.outputs):
+                if value and value in read:
+                    env[value] = namer.fresh(stem if len(node.outputs) == 1 else f"{stem}_{i}")
+                    targets.append(env[value])
+                else:
+                    targets.append("_")
+            return [f"{', '.join(targets)}, = _recorded_results({call}, {_recorded(expected)})"]
+        target = namer.fresh(stem)
+        env[node.name] = target
+        return [f"{target} = _as_recorded({call}, {_recorded(expected)})"]
     if node.outputs:  # ONNX: several named results
         targets = []
         for i, value in enumerate(node.outputs):
@@ -513,6 +577,38 @@ def _statements(node: Node, fact: _Facts, call: str, stem: str, namer: _Namer,
     return [f"{target} = {_cast(call, fact.returned, expected)}"]
 
 
+def _recorded(expected) -> str:
+    """The dtypes a node's results are recorded with, as `_as_recorded` takes them."""
+    if isinstance(expected, TensorSpec):
+        return _dtype_literal(jax.dtypes.canonicalize_dtype(expected.dtype))
+    if isinstance(expected, (tuple, list)):
+        return "(" + "".join(_recorded(e) + ", " for e in expected).rstrip() + ")"
+    return "None"
+
+
+#: Emitted when some node's result dtype was not known at emit time (an If branch the
+#: analysis run did not take): the interpreter's cast, done when the model runs.
+_RUNTIME_CAST = '''
+def _as_recorded(value, dtypes):
+    """A result cast to the dtype(s) the source graph recorded, as jaxport's interpreter does."""
+    if isinstance(dtypes, tuple):
+        if isinstance(value, (tuple, list)) and len(value) == len(dtypes):
+            return type(value)(_as_recorded(v, d) for v, d in zip(value, dtypes))
+        return value
+    if dtypes is None:
+        return value
+    if np.isscalar(value):
+        value = jnp.asarray(value)
+    return value if value.dtype == dtypes else value.astype(dtypes)
+
+
+def _recorded_results(out, dtypes):
+    """A node's named results (ONNX), each cast as `_as_recorded` does."""
+    results = out if isinstance(out, tuple) else (out,)
+    return tuple(_as_recorded(r, d) for r, d in zip(results[: len(dtypes)], dtypes))
+'''
+
+
 def _cast(expr: str, returned, expected) -> str:
     """`expr` as the interpreter leaves it: cast to the recorded dtype where the lowering's differs."""
     if not isinstance(expected, TensorSpec):
@@ -525,7 +621,10 @@ def _cast(expr: str, returned, expected) -> str:
     return expr
 
 
-def _input_example(spec) -> str:
+def _input_example(spec) -> str | None:
+    """Source for a random input of `spec`'s shape (symbolic dims 1), None if it has none."""
+    if spec.spec is None or spec.spec.shape is None:
+        return None
     shape = tuple(1 if d is None else d for d in spec.spec.shape)
     dtype = np.dtype(jax.dtypes.canonicalize_dtype(spec.spec.dtype))
     if dtype.kind == "f":
@@ -551,6 +650,8 @@ def _module_text(model, library: OpLibrary, names, input_names, body, sections, 
         doc.append("forward also returns {name: new value} for the buffers the model updates.")
     if uses_rng:
         doc.append("Random ops draw from the keyword argument rng (default: jax.random.key(0)).")
+    mode = "on" if jax.config.jax_enable_x64 else "off (the default)"
+    doc.append(f"Written for JAX's x64 mode {mode}: its dtype casts follow that mode.")
     doc.append(f"The model runs {len(program.nodes)} ops through {len(names)} functions copied from")
     doc.append("jaxport's op library (below); forward() follows the model's modules in order.")
     doc.append('"""')
@@ -564,6 +665,8 @@ def _module_text(model, library: OpLibrary, names, input_names, body, sections, 
     for block in blocks:
         lines += ["", "", *block.rstrip().splitlines()]
     lines += ["", "", "# --- The model ---", "", ""]
+    if any("_as_recorded(" in line or "_recorded_results(" in line for line in body):
+        lines += _RUNTIME_CAST.strip("\n").split("\n") + ["", ""]
     lines.append("_here = os.path.dirname(os.path.abspath(__file__))")
     if has_constants:
         lines.append(f"CONSTANTS = load_file(os.path.join(_here, {_string(CONSTANTS_FILE)}))")
@@ -588,12 +691,17 @@ def _module_text(model, library: OpLibrary, names, input_names, body, sections, 
         lines.append(line)
     lines += body_lines
     lines += ["", "", 'if __name__ == "__main__":', "    rng = np.random.default_rng(0)"]
-    for name, spec in zip(input_names, program.user_inputs):
-        lines.append(f"    {name} = {_input_example(spec)}")
-    run = "jax.jit(forward)" if model.jittable else "forward"
-    lines.append(f"    result = {run}(load_params(), {', '.join(input_names)})")
-    lines.append("    for leaf in jax.tree_util.tree_leaves(result):")
-    lines.append("        print(leaf.shape, leaf.dtype)")
+    unknown = [name for name, spec in zip(input_names, program.user_inputs) if _input_example(spec) is None]
+    if unknown:  # sequences and inputs of unknown rank: nothing to make up
+        message = f"inputs {', '.join(unknown)} have no declared shape: call forward() with your own"
+        lines.append(f"    raise SystemExit({_string(message)})")
+    else:
+        for name, spec in zip(input_names, program.user_inputs):
+            lines.append(f"    {name} = {_input_example(spec)}")
+        run = "jax.jit(forward)" if model.jittable else "forward"
+        lines.append(f"    result = {run}(load_params(), {', '.join(input_names)})")
+        lines.append("    for leaf in jax.tree_util.tree_leaves(result):")
+        lines.append("        print(leaf.shape, leaf.dtype)")
     return _number_sections("\n".join(_collapse_blank(lines)) + "\n")
 
 
