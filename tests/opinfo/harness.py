@@ -79,6 +79,10 @@ HALF_ACCURACY_REFERENCE = {
     "nn.functional.conv_transpose3d": "transposed convolution accumulates (col2im) in half",
     "nn.functional.hinge_embedding_loss": "the composite rounds each step to half before the mean",
     "nn.functional.instance_norm": "the composite (batch_norm over a (1, N*C, ...) view) rounds to half",
+    "nn.functional.linear_cross_entropy": "the composite rounds the logits and each log-softmax step "
+    "to half",
+    "nn.functional.interpolate.area": "area interpolation is adaptive average pooling, whose CPU "
+    "kernel rounds intermediate sums to half",
     "nn.functional.interpolate.bicubic": "the CPU kernel rounds intermediate sums to half",
     "nn.functional.interpolate.linear": "the CPU kernel rounds intermediate interpolations to half",
     "nn.functional.interpolate.trilinear": "the CPU kernel rounds intermediate interpolations to half",
