@@ -20,7 +20,7 @@ statement each, in the order the interpreter runs them, so it computes what
 
 Everything taken from a model file (node, value and graph names, module paths,
 source lines, attribute names and strings) reaches the source only as a
-sanitized identifier, an `_string()` string literal or comment text reduced to
+sanitized identifier, an ASCII-escaped string literal or comment text reduced to
 printable ASCII without quotes or backslashes, so a hostile model cannot inject
 code.
 """
