@@ -9,30 +9,13 @@ import pytest
 import jaxport
 import onnx
 from onnx import TensorProto, helper
+from tests.onnx.single_node import node_model, run_both
 
 _MS = "com.microsoft"
-_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32,
-          np.dtype(np.int64): TensorProto.INT64}
-
-
 def _run_both(op: str, inputs: dict[str, np.ndarray | None], n_outputs: int, domain: str = _MS, **attrs):
     """Build a one-node model and run it through onnxruntime and jaxport."""
-    names = [name if value is not None else "" for name, value in inputs.items()]
-    feeds = {k: v for k, v in inputs.items() if v is not None}
-    outputs = [f"out{i}" for i in range(n_outputs)]
-    node = helper.make_node(op, names, outputs, domain=domain, **attrs)
-    graph = helper.make_graph(
-        [node], op,
-        [helper.make_tensor_value_info(k, _TYPES[v.dtype], v.shape) for k, v in feeds.items()],
-        [onnx.ValueInfoProto(name=o) for o in outputs],
-    )
-    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(_MS, 1)]
-    model = helper.make_model(graph, opset_imports=opsets, ir_version=8)
-    expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, feeds)
-    actual = jaxport.from_onnx(model)(*feeds.values())
-    actual = [actual] if n_outputs == 1 else list(actual)
-    return actual, expected
+    model = node_model(op, inputs, opset=1, n_outputs=n_outputs, domain=domain, **attrs)
+    return run_both(model, {k: v for k, v in inputs.items() if v is not None})
 
 
 def _check(actual, expected, atol=1e-5):

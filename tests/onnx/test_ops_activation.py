@@ -10,21 +10,12 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 import jaxport  # noqa: E402
-from onnx import TensorProto, helper  # noqa: E402
-
-_TYPES = {np.dtype(np.float16): TensorProto.FLOAT16, np.dtype(np.float32): TensorProto.FLOAT,
-          np.dtype(np.float64): TensorProto.DOUBLE, np.dtype(np.int8): TensorProto.INT8,
-          np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64}
+from tests.onnx.single_node import node_model  # noqa: E402
 
 
 def _model(op, inputs, opset, n_outputs=1, **attrs):
-    names = [f"x{i}" for i in range(len(inputs))]
-    outs = [f"y{i}" for i in range(n_outputs)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, _TYPES[a.dtype], a.shape) for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(n, _TYPES[inputs[0].dtype], None) for n in outs])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    return node_model(op, {f"x{i}": a for i, a in enumerate(inputs)}, opset=opset, n_outputs=n_outputs,
+                      **attrs)
 
 
 def _check(op, inputs, opset, n_outputs=1, rtol=1e-5, **attrs):

@@ -11,51 +11,22 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 import jaxport  # noqa: E402
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-_TYPES = {np.dtype(np.float16): TensorProto.FLOAT16, np.dtype(np.float32): TensorProto.FLOAT,
-          np.dtype(np.float64): TensorProto.DOUBLE, np.dtype(np.int8): TensorProto.INT8,
-          np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int32): TensorProto.INT32,
-          np.dtype(np.int64): TensorProto.INT64}
+from tests.onnx.single_node import assert_same, graph_inputs, node_model, run_both  # noqa: E402
 
 
 def _model(op, inputs, opset, n_outputs, constants, attrs):
-    names = [f"x{i}" if a is not None else "" for i, a in enumerate(inputs)]
-    outs = [f"y{i}" for i in range(n_outputs)]
-    feeds = [(n, a) for i, (n, a) in enumerate(zip(names, inputs)) if n and i not in constants]
-    inits = [numpy_helper.from_array(inputs[i], names[i]) for i in constants]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, _TYPES[a.dtype], a.shape) for n, a in feeds],
-        [onnx.ValueInfoProto(name=n) for n in outs],
-        initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                              ir_version=8)
-    # The outputs take the types ONNX's shape inference gives them, else the first input's.
-    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    types = {v.name: v.type for v in inferred.graph.value_info}
-    for out in model.graph.output:
-        if out.name in types:
-            out.type.CopyFrom(types[out.name])
-        else:
-            out.type.tensor_type.elem_type = _TYPES[inputs[0].dtype]
-    return model
+    """One `op` node over inputs x0, x1, ... (None: left out); `constants` lists the positions
+    given as initializers (concrete when jaxport traces the model)."""
+    named = {f"x{i}": a for i, a in enumerate(inputs)}
+    return node_model(op, named, opset=opset, n_outputs=n_outputs,
+                      initializers=[f"x{i}" for i in constants], **attrs)
 
 
 def _check(op, inputs, opset, n_outputs=1, constants=(), rtol=1e-5, atol=1e-6, **attrs):
-    """Every output against onnxruntime's: same dtype, shape and values. `constants` lists
-    the inputs given as initializers (concrete when jaxport traces the model)."""
+    """Every output against onnxruntime's: same dtype, shape and values."""
     model = _model(op, inputs, opset, n_outputs, constants, attrs)
-    feeds = {f"x{i}": a for i, a in enumerate(inputs) if a is not None and i not in constants}
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = session.run(None, feeds)
-    got = jaxport.from_onnx(model)(**feeds)
-    got = list(got) if n_outputs > 1 else [got]
-    for g, w in zip(got, want):
-        g = np.asarray(g)
-        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
-                                   atol=atol)
+    feeds = graph_inputs(model, {f"x{i}": a for i, a in enumerate(inputs)})
+    assert_same(*run_both(model, feeds), rtol=rtol, atol=atol)
 
 
 _rng = np.random.default_rng(0)

@@ -11,36 +11,19 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 import jaxport  # noqa: E402
-from onnx import helper, numpy_helper  # noqa: E402
+from tests.onnx.single_node import assert_same, node_model, run_both  # noqa: E402
 
 
 def _model(op, inputs, opset, n_outputs=1, constants=None, **attrs):
     """One `op` node over graph inputs `inputs` (name -> array) and initializers `constants`."""
     constants = constants or {}
-    outs = [f"y{i}" for i in range(n_outputs)]
-    node = helper.make_node(op, [*inputs, *constants], outs, **attrs)
-    graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in inputs.items()],
-        [helper.make_empty_tensor_value_info(n) for n in outs],
-        initializer=[numpy_helper.from_array(np.asarray(a), n) for n, a in constants.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    return node_model(op, {**inputs, **constants}, opset=opset, n_outputs=n_outputs,
+                      initializers=constants, **attrs)
 
 
 def _check(op, inputs, opset, n_outputs=1, constants=None, rtol=1e-5, jit=None, **attrs):
-    model = _model(op, inputs, opset, n_outputs, constants, **attrs)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = session.run(None, inputs)
-    converted = jaxport.from_onnx(model)
-    if jit is not None:
-        assert converted.jittable == jit
-    got = converted(*inputs.values())
-    got = list(got) if n_outputs > 1 else [got]
-    for g, w in zip(got, want):
-        g = np.asarray(g)
-        assert g.dtype == w.dtype and g.shape == w.shape
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=1e-6)
+    assert_same(*run_both(_model(op, inputs, opset, n_outputs, constants, **attrs), inputs, jittable=jit),
+                rtol=rtol)
 
 
 _rng = np.random.default_rng(0)

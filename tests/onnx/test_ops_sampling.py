@@ -11,7 +11,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 import jaxport  # noqa: E402
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
+from tests.onnx.single_node import assert_same, node_model, run_both  # noqa: E402
 
 _TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
           np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8,
@@ -20,29 +21,11 @@ _rng = np.random.default_rng(0)
 _x = _rng.standard_normal((1, 2, 4, 5)).astype(np.float32)
 
 
-def _model(op, x, opset, constants=(), out_types=None, n_outputs=1, **attrs):
+def _check(op, x, opset, constants=(), n_outputs=1, atol=1e-5, **attrs):
     """One `op` node reading graph input `x` then `constants` (initializers), in that order."""
-    names = [f"c{i}" for i in range(len(constants))]
-    outs = [f"y{i}" for i in range(n_outputs)]
-    out_types = out_types or [_TYPES[x.dtype]] * n_outputs
-    graph = helper.make_graph(
-        [helper.make_node(op, ["x", *names], outs, **attrs)], "g",
-        [helper.make_tensor_value_info("x", _TYPES[x.dtype], x.shape)],
-        [helper.make_tensor_value_info(n, t, None) for n, t in zip(outs, out_types)],
-        [numpy_helper.from_array(np.asarray(c), n) for n, c in zip(names, constants)])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
-
-
-def _check(op, x, opset, constants=(), out_types=None, n_outputs=1, atol=1e-5, **attrs):
-    model = _model(op, x, opset, constants, out_types, n_outputs, **attrs)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = session.run(None, {"x": x})
-    got = jaxport.from_onnx(model)(x)
-    got = list(got) if n_outputs > 1 else [got]
-    for g, w in zip(got, want):
-        g = np.asarray(g)
-        assert g.dtype == w.dtype and g.shape == w.shape
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-5, atol=atol)
+    names = {f"c{i}": np.asarray(c) for i, c in enumerate(constants)}
+    model = node_model(op, {"x": x, **names}, opset=opset, n_outputs=n_outputs, initializers=names, **attrs)
+    assert_same(*run_both(model, {"x": x}), atol=atol)
 
 
 @pytest.mark.usefixtures("x64_strict")
@@ -69,23 +52,21 @@ def test_grid_sample_16_matches_onnxruntime(mode, padding_mode, align_corners):
 @pytest.mark.usefixtures("x64_strict")
 def test_quantize_dequantize_legacy_and_per_axis():
     x = (_rng.standard_normal((2, 3, 4)) * 3).astype(np.float32)
-    _check("QuantizeLinear", x, 10, [np.float32(0.05), np.uint8(128)], [TensorProto.UINT8])
+    _check("QuantizeLinear", x, 10, [np.float32(0.05), np.uint8(128)])
     _check("QuantizeLinear", x, 13, [np.array([0.05, 0.1, 0.2], np.float32),
-                                     np.array([1, -3, 4], np.int8)], [TensorProto.INT8])
-    _check("QuantizeLinear", x, 13, [np.array([0.05, 0.1, 0.2, 0.3], np.float32)],
-           [TensorProto.UINT8], axis=-1)
+                                     np.array([1, -3, 4], np.int8)])
+    _check("QuantizeLinear", x, 13, [np.array([0.05, 0.1, 0.2, 0.3], np.float32)], axis=-1)
     q = _rng.integers(-128, 127, (2, 3, 4)).astype(np.int8)
     _check("DequantizeLinear", q, 13, [np.array([0.05, 0.1, 0.2], np.float32),
-                                       np.array([1, -3, 4], np.int8)], [TensorProto.FLOAT])
-    _check("DequantizeLinear", q.astype(np.int32), 10, [np.float32(0.05)], [TensorProto.FLOAT])
+                                       np.array([1, -3, 4], np.int8)])
+    _check("DequantizeLinear", q.astype(np.int32), 10, [np.float32(0.05)])
 
 
 @pytest.mark.usefixtures("x64_strict")
 @pytest.mark.parametrize("x", [(_rng.standard_normal((3, 5)) * 2).astype(np.float32),
                                np.zeros((3,), np.float32), np.full((3,), 2.0, np.float32)])
 def test_dynamic_quantize_linear(x):
-    _check("DynamicQuantizeLinear", x, 11, (), [TensorProto.UINT8, TensorProto.FLOAT,
-                                                TensorProto.UINT8], n_outputs=3)
+    _check("DynamicQuantizeLinear", x, 11, (), n_outputs=3)
 
 
 @pytest.mark.usefixtures("x64_strict")
@@ -95,11 +76,11 @@ def test_qlinear_conv_groups_bias_per_channel_and_matmul():
     params = [np.float32(0.02), np.uint8(120), w, np.linspace(0.01, 0.02, 6).astype(np.float32),
               np.zeros(6, np.int8), np.float32(0.5), np.uint8(100)]
     bias = _rng.integers(-500, 500, 6).astype(np.int32)
-    _check("QLinearConv", x, 10, [*params, bias], [TensorProto.UINT8], group=2,
+    _check("QLinearConv", x, 10, [*params, bias], group=2,
            pads=[1, 0, 1, 2], strides=[2, 1])
     _check("QLinearConv", x.astype(np.int8) // 2, 10,
            [np.float32(0.02), np.int8(12), w, np.float32(0.01), np.int8(0), np.float32(0.5),
-            np.int8(-3)], [TensorProto.INT8], group=2, auto_pad="SAME_UPPER", strides=[2, 2])
+            np.int8(-3)], group=2, auto_pad="SAME_UPPER", strides=[2, 2])
     a = _rng.integers(0, 255, (2, 3, 5)).astype(np.uint8)
     b = _rng.integers(0, 255, (5, 4)).astype(np.uint8)
     _check("QLinearMatMul", a, 10, [np.float32(0.02), np.uint8(120), b, np.float32(0.03),

@@ -189,8 +189,8 @@ class _Facts:
     returned: Any
 
 
-#: Facts for a node the analysis run never reached (an If branch not taken on its example
-#: inputs): cast to the recorded dtype unconditionally, as the interpreter may.
+#: Facts for a node the analysis run never reached (an If branch its example inputs did not
+#: take): its statement casts at run time, with `_as_recorded`, as the interpreter does.
 _UNSEEN = _Facts(False, "unknown")
 
 
