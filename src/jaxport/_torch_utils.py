@@ -147,12 +147,15 @@ def _functional_candidates(op) -> list:
     name = op._opname
     if not name.endswith("_") or name.startswith("_"):
         return []
-    packet = getattr(torch.ops.aten, name[:-1], None)
-    if packet is None:
-        return []
-    same_name = getattr(packet, op._overloadname, None)
-    others = [getattr(packet, n) for n in packet.overloads() if n != op._overloadname]
-    return ([same_name] if same_name is not None else []) + others
+    candidates = []
+    # `normal_`'s twin is `normal_functional`: `normal` itself draws from a mean and std tensor.
+    for packet in (getattr(torch.ops.aten, name[:-1], None), getattr(torch.ops.aten, name[:-1] + "_functional", None)):
+        if packet is None:
+            continue
+        same_name = getattr(packet, op._overloadname, None)
+        others = [getattr(packet, n) for n in packet.overloads() if n != op._overloadname]
+        candidates += ([same_name] if same_name is not None else []) + others
+    return candidates
 
 
 def _arguments(op) -> list[tuple[str, str]]:

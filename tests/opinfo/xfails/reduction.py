@@ -13,10 +13,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         k: "LAPACK sytrf's Bunch-Kaufman LDL^T factorization (pivoted 1x1/2x2 blocks) has no JAX equivalent"
         for k in ("linalg.ldl_factor", "linalg.ldl_factor_ex", "linalg.ldl_solve")
     },
-    **{
-        k: "uses torch.randn for its random projection; JAX's RNG cannot reproduce PyTorch's stream"
-        for k in ("pca_lowrank", "svd_lowrank")
-    },
     "sparse.mm.reduce": "sparse tensors: jaxport converts dense (strided) tensors only",
     "stft": "no lowering yet for aten.stft; the conversion error lists it",
     "linalg.matrix_rank:*:eager_out": "an open bug: PyTorch's out= composite computes the rank, but "
