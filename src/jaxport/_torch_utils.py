@@ -122,11 +122,13 @@ def to_torch(array) -> torch.Tensor:
     return torch.from_numpy(host)
 
 
-def functional_variant(op) -> Any:
+def functional_variant(op, suffix: str = "") -> Any:
     """For an in-place overload like `aten.add_.Tensor`, its functional twin `aten.add.Tensor`:
     the overload of the op without `_` that takes the same arguments in the same order (the
-    names differ at times: `pow_.Scalar` is `pow.Tensor_Scalar`)."""
-    for candidate in _functional_candidates(op):
+    names differ at times: `pow_.Scalar` is `pow.Tensor_Scalar`). `suffix="_functional"`
+    looks for the op named so instead (`normal_` is `normal_functional`: `normal` itself
+    draws from mean and std tensors)."""
+    for candidate in _functional_candidates(op, suffix):
         if _arguments(candidate) == _arguments(op):
             return candidate
     return None
@@ -141,21 +143,18 @@ def functional_variant_by_name(op) -> Any:
     return None
 
 
-def _functional_candidates(op) -> list:
+def _functional_candidates(op, suffix: str = "") -> list:
     if not isinstance(op, torch._ops.OpOverload) or not op._schema.is_mutable:
         return []
     name = op._opname
     if not name.endswith("_") or name.startswith("_"):
         return []
-    candidates = []
-    # `normal_`'s twin is `normal_functional`: `normal` itself draws from a mean and std tensor.
-    for packet in (getattr(torch.ops.aten, name[:-1], None), getattr(torch.ops.aten, name[:-1] + "_functional", None)):
-        if packet is None:
-            continue
-        same_name = getattr(packet, op._overloadname, None)
-        others = [getattr(packet, n) for n in packet.overloads() if n != op._overloadname]
-        candidates += ([same_name] if same_name is not None else []) + others
-    return candidates
+    packet = getattr(torch.ops.aten, name[:-1] + suffix, None)
+    if packet is None:
+        return []
+    same_name = getattr(packet, op._overloadname, None)
+    others = [getattr(packet, n) for n in packet.overloads() if n != op._overloadname]
+    return ([same_name] if same_name is not None else []) + others
 
 
 def _arguments(op) -> list[tuple[str, str]]:

@@ -37,20 +37,6 @@ def manual_seed_all(seed: int) -> None:
     """Random ops on the jax device draw from torch's CPU generator, so torch.manual_seed covers them."""
 
 
-def get_rng_state(device=None):
-    """The state random ops on the jax device draw from: torch's CPU generator's (so
-    `torch.random.fork_rng` and OpInfo's `freeze_rng_state` cover them)."""
-    import torch
-
-    return torch.random.get_rng_state()
-
-
-def set_rng_state(new_state, device=None) -> None:
-    import torch
-
-    torch.random.set_rng_state(new_state)
-
-
 def get_amp_supported_dtype():
     import torch
 

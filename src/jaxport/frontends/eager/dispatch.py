@@ -318,6 +318,8 @@ def _dispatch(func, args, kwargs):
             args, kwargs = (), {**dict(zip((a.name for a in func._schema.arguments), args)), **kwargs}
             written = func._schema.arguments[written].name
     if functional is None:
+        functional = tu.functional_variant(func, suffix="_functional")
+    if functional is None:
         twin = _functional_twin(func)
         if twin is None:
             raise UnsupportedOpsError([OpUse(str(func), "", "", _user_line())])
