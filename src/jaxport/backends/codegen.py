@@ -529,31 +529,31 @@ def _live(program: Program) -> tuple[list[bool], set[str]]:
     return live, read
 
 
+def _result_names(node: Node, stem: str, namer: _Namer, env: dict[str, str], read: set[str]) -> list[str]:
+    """Variables for a node's named results (ONNX), bound in `env`; "_" for those nobody reads."""
+    targets = []
+    for i, value in enumerate(node.outputs):
+        if value and value in read:
+            env[value] = namer.fresh(stem if len(node.outputs) == 1 else f"{stem}_{i}")
+            targets.append(env[value])
+        else:
+            targets.append("_")
+    return targets
+
+
 def _statements(node: Node, fact: _Facts, call: str, stem: str, namer: _Namer,
                 env: dict[str, str], read: set[str]) -> list[str]:
     """The assignment(s) for one node, with the interpreter's dtype casts."""
     expected = node.expected
     if fact is _UNSEEN:  # the analysis run never reached it: cast at run time, as the interpreter does
         if node.outputs:
-            targets = []
-            for i, value in enumerate(node.outputs):
-                if value and value in read:
-                    env[value] = namer.fresh(stem if len(node.outputs) == 1 else f"{stem}_{i}")
-                    targets.append(env[value])
-                else:
-                    targets.append("_")
+            targets = _result_names(node, stem, namer, env, read)
             return [f"{', '.join(targets)}, = _recorded_results({call}, {_recorded(expected)})"]
         target = namer.fresh(stem)
         env[node.name] = target
         return [f"{target} = _as_recorded({call}, {_recorded(expected)})"]
     if node.outputs:  # ONNX: several named results
-        targets = []
-        for i, value in enumerate(node.outputs):
-            if value and value in read:
-                env[value] = namer.fresh(stem if len(node.outputs) == 1 else f"{stem}_{i}")
-                targets.append(env[value])
-            else:
-                targets.append("_")
+        targets = _result_names(node, stem, namer, env, read)
         returned = fact.returned if isinstance(fact.returned, tuple) else (fact.returned,)
         if len(node.outputs) == 1 and not isinstance(fact.returned, tuple):
             lines = [f"{targets[0]} = {_cast(call, returned[0], expected[0])}"]
