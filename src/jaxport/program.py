@@ -70,6 +70,13 @@ class Node:
     def use(self) -> OpUse:
         return OpUse(self.op, self.name, self.module_path, self.source)
 
+    def subgraphs(self):
+        """(argument position or keyword, Subgraph) for each subgraph the node runs."""
+        for key, value in [*enumerate(self.args), *self.kwargs.items()]:
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(sub, Subgraph):
+                    yield key, sub
+
     def where(self) -> str:
         return self.use().describe()
 
@@ -112,10 +119,8 @@ class Program:
         """Every node, those of subgraphs included (after the node that owns them)."""
         for node in self.nodes:
             yield node
-            for value in node.kwargs.values():
-                for sub in value if isinstance(value, tuple) else (value,):
-                    if isinstance(sub, Subgraph):
-                        yield from sub.program.walk()
+            for _, sub in node.subgraphs():
+                yield from sub.program.walk()
 
     def ops(self) -> dict[str, int]:
         """Histogram of the ops this program uses, subgraphs included."""

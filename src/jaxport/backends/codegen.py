@@ -365,10 +365,8 @@ def _live_nodes(program: Program):
     for node, needed in zip(program.nodes, live):
         if needed:
             yield node
-            for value in (*node.args, *node.kwargs.values()):
-                for sub in value if isinstance(value, (tuple, list)) else (value,):
-                    if isinstance(sub, Subgraph):
-                        yield from _live_nodes(sub.program)
+            for _, sub in node.subgraphs():
+                yield from _live_nodes(sub.program)
 
 
 class _Emitter:
@@ -438,12 +436,10 @@ class _Emitter:
                 scope, source = node_scope, node.source
             stem = self.stem(node, index)
             functions = {}
-            for key, value in [*enumerate(node.args), *node.kwargs.items()]:
-                for sub in value if isinstance(value, (tuple, list)) else (value,):
-                    if isinstance(sub, Subgraph):
-                        in_block = False
-                        functions[id(sub)] = self.namer.fresh(f"{stem}_{key}")
-                        body += self.subgraph(sub, functions[id(sub)], env, f"jax.random.fold_in({rng}, {index})")
+            for key, sub in node.subgraphs():
+                in_block = False
+                functions[id(sub)] = self.namer.fresh(f"{stem}_{key}")
+                body += self.subgraph(sub, functions[id(sub)], env, f"jax.random.fold_in({rng}, {index})")
             call_args = [self.expression(a, env, where, functions) for a in node.args]
             for name, value in node.kwargs.items():
                 text = self.expression(value, env, where, functions)

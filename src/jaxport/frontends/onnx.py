@@ -308,10 +308,8 @@ def _reads(node: Node) -> Iterable[str]:
     for arg in node.args:
         if isinstance(arg, Ref):
             yield arg.name
-    for value in node.kwargs.values():
-        for sub in value if isinstance(value, tuple) else (value,):
-            if isinstance(sub, Subgraph):
-                yield from sub.captures
+    for _, sub in node.subgraphs():
+        yield from sub.captures
 
 
 def _graph_specs(graph) -> dict[str, TensorSpec | None]:
