@@ -46,6 +46,11 @@ TOLERANCES = {
 
 #: Looser (rtol, atol) for some (op, dtype), each with its reason; keyed like TOLERANCES.
 TOLERANCE_OVERRIDES = {
+    ("matrix_exp", torch.float32): (
+        (3e-5, 1e-5),
+        "ill-conditioned 5x5 exponentials (1-norm ~29) whose large terms cancel: PyTorch lands "
+        "2.4e-3, jaxport 1.5e-3 relative from float64",
+    ),
     ("nn.functional.conv2d", torch.float32): (
         (1e-5, 3e-5),
         "large depthwise sums: float32 accumulation order differs (both ~1.3e-5 from float64)",
@@ -79,8 +84,14 @@ HALF_ACCURACY_REFERENCE = {
     "nn.functional.conv_transpose3d": "transposed convolution accumulates (col2im) in half",
     "nn.functional.hinge_embedding_loss": "the composite rounds each step to half before the mean",
     "nn.functional.instance_norm": "the composite (batch_norm over a (1, N*C, ...) view) rounds to half",
+    "matrix_exp": "the CPU kernel evaluates its series in half precision and overflows to NaN "
+    "where the float64 result is ~9e4",
     "nn.functional.linear_cross_entropy": "the composite rounds the logits and each log-softmax step "
     "to half",
+    "nn.functional.linear_cross_entropy.chunked": "the composite rounds the logits and each "
+    "log-softmax step to half",
+    "nn.functional.linear_cross_entropy.chunked_none": "the composite rounds the logits and each "
+    "log-softmax step to half",
     "nn.functional.interpolate.area": "area interpolation is adaptive average pooling, whose CPU "
     "kernel rounds intermediate sums to half",
     "nn.functional.interpolate.bicubic": "the CPU kernel rounds intermediate sums to half",

@@ -12,6 +12,8 @@ and a broadcastable value (`x[mask] = v`) has a static form and works under jit.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -209,7 +211,10 @@ def aten__unsafe_masked_index_put_accumulate(self, mask, indices, values):
 @aten("_unique2.default")
 def aten__unique2(self, sorted=True, return_inverse=False, return_counts=False):
     """_unique2(Tensor self, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)"""
-    values, inverse, counts = jnp.unique(self.reshape(-1), return_inverse=True, return_counts=True)
+    if self.size == 0:  # static shapes, so it also runs under jit
+        values, inverse, counts = self.reshape(-1), jnp.zeros(self.shape, _int64()), jnp.zeros((0,), _int64())
+    else:
+        values, inverse, counts = jnp.unique(self.reshape(-1), return_inverse=True, return_counts=True)
     inverse = inverse.reshape(self.shape) if return_inverse else jnp.zeros((0,), inverse.dtype)
     counts = counts if return_counts else jnp.zeros((0,), counts.dtype)
     return values, inverse.astype(_int64()), counts.astype(_int64())
@@ -295,7 +300,15 @@ def aten_histc(self, bins=100, min=0, max=0):
     x, low, high = x.astype(compute), low.astype(compute), high.astype(compute)
     inside = (x >= low) & (x <= high)  # NaN is outside
     # PyTorch's linear interpolation, in the same order of operations; the last bin is closed.
-    pos = ((x - low) * np.asarray(bins, compute) / (high - low)).astype(np.int32)
+    # Its CPU kernel does this arithmetic in the input's dtype, so a half input rounds after each
+    # step (reduce_precision, because XLA may keep a plain float16 chain in float32).
+    def rounded(v):
+        if compute == dtype:
+            return v
+        return lax.reduce_precision(v, exponent_bits=jnp.finfo(dtype).nexp, mantissa_bits=jnp.finfo(dtype).nmant)
+
+    offset = rounded(rounded(x - low) * np.asarray(bins, compute))
+    pos = rounded(offset / rounded(high - low)).astype(np.int32)
     pos = jnp.where(inside, jnp.minimum(pos, bins - 1), bins)
     return jnp.zeros(bins, compute).at[pos].add(1, mode="drop").astype(dtype)
 
@@ -465,9 +478,13 @@ def aten_take_along_dim(self, indices, dim=None):
 @aten("unique_consecutive.default")
 def aten_unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
     """unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False, int? dim=None) -> (Tensor, Tensor, Tensor)"""
+    if dim is None and self.size == 0:  # static shapes, so it also runs under jit
+        return self.reshape(-1), jnp.zeros(self.shape if return_inverse else (0,), _int64()), jnp.zeros((0,), _int64())
+    if dim is not None and self.shape[dim] == 0:
+        return self, jnp.zeros((0,), _int64()), jnp.zeros((0,), _int64())
     x = self.reshape(-1) if dim is None else jnp.moveaxis(self, dim, 0)
     n = x.shape[0]
-    rows = x.reshape(n, -1)
+    rows = x.reshape(n, math.prod(x.shape[1:]))
     change = jnp.any(rows[1:] != rows[:-1], axis=1) if n else jnp.zeros((0,), np.bool_)
     starts = jnp.concatenate([jnp.ones((min(n, 1),), np.bool_), change])
     values = x[starts]  # value-dependent shape: eager only
@@ -484,6 +501,8 @@ def aten_unique_consecutive(self, return_inverse=False, return_counts=False, dim
 @aten("unique_dim.default")
 def aten_unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False):
     """unique_dim(Tensor self, int dim, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)"""
+    if self.shape[dim] == 0:  # static shapes, so it also runs under jit
+        return self, jnp.zeros((0,), _int64()), jnp.zeros((0,), _int64())
     values, inverse, counts = jnp.unique(self, return_inverse=True, return_counts=True, axis=dim)
     return values, inverse.reshape(-1).astype(_int64()), counts.astype(_int64())
 
