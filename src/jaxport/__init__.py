@@ -5,6 +5,9 @@ from ._torch_utils import to_torch as to_torch
 from .backends.codegen import EmitError as EmitError
 from .backends.codegen import Emitted as Emitted
 from .backends.codegen import emit as emit
+from .checkpoint import load_checkpoint as load_checkpoint
+from .checkpoint import load_into_torch as load_into_torch
+from .checkpoint import save_checkpoint as save_checkpoint
 from .convert import from_exported_program as from_exported_program
 from .convert import from_torch as from_torch
 from .errors import ExportError as ExportError
@@ -19,6 +22,9 @@ from .interop import callback as callback
 from .interop import jax_fn as jax_fn
 from .interop import torch_fn as torch_fn
 from .model import JaxModel as JaxModel
+from .training import TrainState as TrainState
+from .training import TrainStep as TrainStep
+from .training import train_step as train_step
 
 __version__ = "0.1.0"
 

@@ -61,6 +61,10 @@ class JaxModel:
     Tied weights appear once, under their first name; `tied` maps each other
     name to it. `parameter_names` and `buffer_names` say which entries are
     trainable parameters (`split_params` separates them for `jax.grad`).
+
+    A model converted in training mode (`training`) uses batch statistics in
+    BatchNorm, returns the updated running statistics from `apply_with_updates`,
+    and draws dropout masks from the `rng=` key that `apply` then requires.
     """
 
     def __init__(
@@ -75,6 +79,7 @@ class JaxModel:
         tied: Mapping[str, str] | None = None,
         name: str = "model",
         fixed_shape_hint: str = "",
+        training: bool = False,
     ):
         self.program = program
         self.params = params
@@ -82,6 +87,9 @@ class JaxModel:
         self.buffer_names = tuple(buffer_names)
         self.tied = dict(tied or {})
         self.name = name
+        self.training = training
+        #: Nodes that draw random numbers: in a training-mode model they need `rng=`.
+        self.random_nodes = program.random_nodes()
         #: What to do about an input whose fixed shape does not match (frontend-specific).
         self.fixed_shape_hint = fixed_shape_hint
         self._flatten_inputs = flatten_inputs
@@ -98,30 +106,46 @@ class JaxModel:
         rest = {k: v for k, v in params.items() if k not in names}
         return trainable, rest
 
-    def apply(self, params: Mapping[str, Any], *args, **kwargs) -> Any:
-        """Run the model on `params` and inputs; returns outputs shaped like PyTorch's."""
-        outputs, _updates = self.apply_with_updates(params, *args, **kwargs)
+    def apply(self, params: Mapping[str, Any], *args, rng: jax.Array | None = None, **kwargs) -> Any:
+        """Run the model on `params` and inputs; returns outputs shaped like PyTorch's.
+
+        `rng` is the `jax.random` key random ops draw from (dropout in training mode);
+        each random node folds in its own index, so one key per step is enough.
+        """
+        outputs, _updates = self.apply_with_updates(params, *args, rng=rng, **kwargs)
         return outputs
 
-    def apply_with_updates(self, params: Mapping[str, Any], *args, **kwargs) -> tuple[Any, dict]:
-        """Like `apply`, also returning `{name: new value}` for the buffers (and inputs) the model mutates."""
+    def apply_with_updates(
+        self, params: Mapping[str, Any], *args, rng: jax.Array | None = None, **kwargs
+    ) -> tuple[Any, dict]:
+        """Like `apply`, also returning `{name: new value}` for the buffers (and inputs) the
+        model mutates: BatchNorm's running statistics in training mode."""
+        if rng is None and self.training and self.random_nodes:
+            # A silent default key would give every training step the same dropout mask.
+            first = self.random_nodes[0]
+            raise InputError(
+                f"{self.name} was converted in training mode and draws random numbers "
+                f"({first.op} at {first.where()}; {len(self.random_nodes)} random node(s) in all): "
+                "pass rng=jax.random.key(...), a new key each step"
+            )
         leaves = self._flatten_inputs(args, kwargs)
         inputs = []
         for x, spec in zip(leaves, self.program.user_inputs):
             x = _as_jax(x, what=f"input '{spec.name}'")
             _check_input(x, spec, self.fixed_shape_hint)
             inputs.append(x)
-        flat, updates = interpret(self.program, params, inputs, strict=self.strict)
+        flat, updates = interpret(self.program, params, inputs, strict=self.strict, rng=rng)
         return self._build_outputs(flat), updates
 
-    def __call__(self, *args, **kwargs) -> Any:
+    def __call__(self, *args, rng: jax.Array | None = None, **kwargs) -> Any:
         args = tuple(_as_jax(a, "an input") for a in args)
         kwargs = {k: _as_jax(v, f"input '{k}'") for k, v in kwargs.items()}
-        return self._jitted(self.params, *args, **kwargs)
+        return self._jitted(self.params, *args, rng=rng, **kwargs)
 
     def __repr__(self) -> str:
         n = sum(int(np.prod(p.shape)) for p in self.params.values())
+        mode = ", training mode" if self.training else ""
         return (
             f"JaxModel({self.name}: {len(self.program.nodes)} ops, {len(self.params)} tensors, "
-            f"{n:,} values)"
+            f"{n:,} values{mode})"
         )

@@ -133,6 +133,10 @@ class Program:
         """Nodes whose output shape depends on tensor values, so the program cannot be jitted."""
         return [node for node in self.walk() if node.value_dependent_shape]
 
+    def random_nodes(self) -> list[Node]:
+        """Nodes that draw random numbers (dropout in training mode, torch.rand, ...)."""
+        return [node for node in self.walk() if registry.random_keyword(node.op)]
+
     def unsupported(self) -> list[OpUse]:
         names = registry.registered_names()
         return [node.use() for node in self.walk() if node.op not in names]

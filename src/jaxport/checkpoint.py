@@ -1,0 +1,153 @@
+"""Checkpoints of a `TrainState`, and trained weights back into the PyTorch module.
+
+A checkpoint is a directory:
+  weights.safetensors    params and buffers by `state_dict` name (PyTorch reads it with
+                         `safetensors.torch.load_file`)
+  optimizer.safetensors  the optax state's arrays, keyed by their path in its pytree
+  state.json             step, the RNG key's data, and the names above, to check a restore
+
+The optax state's structure is not stored: `load_checkpoint(path, like)` takes a
+state of the same structure (e.g. `step.init()`) and fills it, placing every array
+where the matching array of `like` lives, so a sharded run restores sharded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .errors import InputError
+from .training import TrainState
+
+_WEIGHTS = "weights.safetensors"
+_OPTIMIZER = "optimizer.safetensors"
+_STATE = "state.json"
+_FORMAT = 1
+
+
+def _host(array) -> np.ndarray:
+    """The whole array on this host (gathered across processes when it is sharded over them)."""
+    if isinstance(array, jax.Array) and not array.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+    return np.asarray(array)
+
+
+def _optimizer_arrays(opt_state) -> dict[str, np.ndarray]:
+    leaves = jax.tree_util.tree_flatten_with_path(opt_state)[0]
+    return {jax.tree_util.keystr(path): _host(leaf) for path, leaf in leaves}
+
+
+def save_checkpoint(directory: str | os.PathLike, state: TrainState) -> None:
+    """Write `state` to `directory` (created if needed; files in it are replaced).
+
+    In a multi-process run every process must call this (sharded arrays are gathered
+    collectively); only process 0 writes.
+    """
+    from safetensors.numpy import save_file
+
+    weights = {k: _host(v) for k, v in state.model_params().items()}
+    optimizer = _optimizer_arrays(state.opt_state)
+    rng = _host(jax.random.key_data(state.rng))
+    meta = {
+        "format": _FORMAT,
+        "step": int(_host(state.step)),
+        "rng": rng.astype(np.uint32).tolist(),
+        "rng_impl": str(jax.random.key_impl(state.rng)),
+        "params": sorted(state.params),
+        "buffers": sorted(state.buffers),
+        "optimizer": sorted(optimizer),
+    }
+    if jax.process_index() != 0:
+        return
+    os.makedirs(directory, exist_ok=True)
+    save_file(weights, os.path.join(directory, _WEIGHTS))
+    save_file(optimizer, os.path.join(directory, _OPTIMIZER))
+    with open(os.path.join(directory, _STATE), "w") as f:
+        json.dump(meta, f, indent=1)
+
+
+def _placed(value: np.ndarray, like, what: str):
+    if value.shape != tuple(like.shape) or value.dtype != np.dtype(like.dtype):
+        raise InputError(
+            f"checkpoint {what} is {value.dtype}{list(value.shape)}, but the state to restore into has "
+            f"{np.dtype(like.dtype)}{list(like.shape)}"
+        )
+    sharding = getattr(like, "sharding", None)
+    if sharding is None:
+        return jnp.asarray(value)
+    return jax.make_array_from_callback(value.shape, sharding, lambda index: value[index])
+
+
+def load_checkpoint(directory: str | os.PathLike, like: TrainState) -> TrainState:
+    """The state saved in `directory`, in the structure and placement of `like`."""
+    from safetensors.numpy import load_file
+
+    path = os.path.join(directory, _STATE)
+    if not os.path.exists(path):
+        raise InputError(f"{directory} is not a jaxport checkpoint (no {_STATE})")
+    with open(path) as f:
+        meta = json.load(f)
+    weights = load_file(os.path.join(directory, _WEIGHTS))
+    optimizer = load_file(os.path.join(directory, _OPTIMIZER))
+    expected = set(like.params) | set(like.buffers)
+    if set(weights) != expected:
+        missing, extra = sorted(expected - set(weights)), sorted(set(weights) - expected)
+        raise InputError(f"checkpoint weights do not match the state: missing {missing}, unexpected {extra}")
+    params = {k: _placed(weights[k], v, f"weight '{k}'") for k, v in like.params.items()}
+    buffers = {k: _placed(weights[k], v, f"buffer '{k}'") for k, v in like.buffers.items()}
+
+    paths, treedef = jax.tree_util.tree_flatten_with_path(like.opt_state)
+    names = [jax.tree_util.keystr(p) for p, _ in paths]
+    if set(names) != set(optimizer):
+        raise InputError(
+            "checkpoint optimizer state has a different structure from the state to restore into "
+            f"(saved {len(optimizer)} arrays, expected {len(names)}): was it made with another optimizer?"
+        )
+    opt_leaves = [_placed(optimizer[n], leaf, f"optimizer entry {n}") for n, (_, leaf) in zip(names, paths)]
+    opt_state = jax.tree_util.tree_unflatten(treedef, opt_leaves)
+
+    key_data = np.asarray(meta["rng"], np.uint32)
+    rng = jax.random.wrap_key_data(key_data, impl=meta.get("rng_impl") or None)
+    step = jnp.asarray(meta["step"], jnp.int32)
+    return TrainState(params, buffers, opt_state, rng, step)
+
+
+def load_into_torch(module, params: Mapping[str, jax.Array] | TrainState):
+    """Copy trained values into `module` (a `torch.nn.Module`) by `state_dict` name.
+
+    `params` is a `TrainState` or a `{name: array}` dict such as `JaxModel.params`. Tied
+    weights (one tensor under two names, like GPT-2's `lm_head.weight`) are stored once, under
+    the first name: the module's other names for the same tensor take that value. Every entry
+    of the module's `state_dict` must be found; the module keeps its dtypes and devices.
+    """
+    import torch
+
+    from ._torch_utils import to_torch
+
+    values = params.model_params() if isinstance(params, TrainState) else dict(params)
+    state = module.state_dict(keep_vars=True)
+    first_name: dict[int, str] = {}
+    for name, tensor in state.items():
+        if name in values:
+            first_name.setdefault(id(tensor), name)
+    source_name = {name: name if name in values else first_name.get(id(tensor)) for name, tensor in state.items()}
+    missing = [name for name, source in source_name.items() if source is None]
+    if missing:
+        raise InputError(f"no trained value for {len(missing)} state_dict entries: {missing[:10]}")
+    with torch.no_grad():
+        for name, target in state.items():
+            value = values[source_name[name]]
+            if isinstance(value, jax.Array) and len(value.sharding.device_set) > 1:
+                value = jnp.asarray(_host(value))  # one buffer, so DLPack can hand it over
+            source = to_torch(jnp.asarray(value))
+            if tuple(source.shape) != tuple(target.shape):
+                raise InputError(f"'{name}' is {list(source.shape)} in JAX but {list(target.shape)} in the module")
+            target.copy_(source.to(dtype=target.dtype, device=target.device))
+    return module
