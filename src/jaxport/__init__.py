@@ -15,6 +15,7 @@ from .errors import InputError as InputError
 from .errors import JaxportError as JaxportError
 from .errors import LoweringError as LoweringError
 from .errors import ModelFileError as ModelFileError
+from .errors import SerializationError as SerializationError
 from .errors import UnsupportedDtypeError as UnsupportedDtypeError
 from .errors import UnsupportedOpsError as UnsupportedOpsError
 from .frontends.onnx import from_onnx as from_onnx
@@ -22,6 +23,9 @@ from .interop import callback as callback
 from .interop import jax_fn as jax_fn
 from .interop import torch_fn as torch_fn
 from .model import JaxModel as JaxModel
+from .serialization import ExportedModel as ExportedModel
+from .serialization import export as export
+from .serialization import load_exported as load_exported
 from .training import TrainState as TrainState
 from .training import TrainStep as TrainStep
 from .training import train_step as train_step

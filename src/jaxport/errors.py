@@ -77,3 +77,7 @@ class LoweringError(JaxportError):
 
 class InputError(JaxportError, TypeError):
     """A `JaxModel` was called with inputs of the wrong count, shape or dtype."""
+
+
+class SerializationError(JaxportError, ValueError):
+    """A model that cannot be exported as asked, or a directory that holds no loadable artifact."""
