@@ -1,18 +1,10 @@
 """Expected OpInfo failures owned by the nn family: {"opinfo_id" or "opinfo_id:torch.dtype": reason}."""
 
 _NO_RNG_MATCH = "JAX's RNG cannot reproduce PyTorch's stream"
-_UINT8_RESIZE = "PyTorch's uint8 resize uses fixed-point (int16) weights; results differ by +-1"
 
 EXPECTED_FAILURES: dict[str, str] = {
     "nn.functional.ctc_loss:*:eager": "no lowering yet for aten._ctc_loss, which PyTorch's eager ctc_loss "
     "calls for the (log_probs, targets) layouts of two of the samples",
-    "nn.functional.interpolate.bicubic:torch.uint8": (
-        "PyTorch's uint8 resize uses separable fixed-point (int16) weights with intermediate "
-        "uint8 storage; not reproduced bit-exactly"
-    ),
-    "nn.functional.interpolate.bilinear:torch.uint8": _UINT8_RESIZE,
-    "nn.functional.upsample_bilinear:torch.uint8": _UINT8_RESIZE,
-    "_upsample_bilinear2d_aa:torch.uint8": _UINT8_RESIZE,
     "nn.functional.linear_cross_entropy.chunked": (
         "torch_nn._linear_cross_entropy_batch_chunked is a custom op with no decomposition; no lowering yet"
     ),

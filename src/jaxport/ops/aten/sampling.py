@@ -5,6 +5,10 @@ weights, worked out with NumPy in the precision PyTorch uses (float32 for
 float32 and reduced-precision inputs), and is applied with a gather and a
 weighted sum. Grid sampling computes its coordinates from tensor values, so
 it gathers the corner taps with dynamic indices.
+
+uint8 bilinear/bicubic (plain and antialiased) follow PyTorch's PIL-style CPU
+kernel instead: one pass per resized dim (width first), each pass rounding to
+uint8, with float64 weights quantized to int16 fixed point and summed in int32.
 """
 
 from __future__ import annotations
@@ -127,6 +131,139 @@ def _cubic_taps(in_size, out_size, align_corners, scale, ftype):
     return idx, np.stack(_cubic_weights(t, ftype), 1).astype(ftype)
 
 
+# -- uint8: PyTorch's fixed-point separable kernel ---------------------------------------------
+# PyTorch resizes uint8 images like PIL (UpSampleKernel.cpp's separable_upsample_generic_Nd_kernel_impl
+# and its AVX2 twin): weights in float64, quantized to int16, one uint8-rounded pass per dim. Rounding
+# between passes and the quantized weights both show in the result, so both are reproduced here.
+
+_FIXED_POINT_MAX_PRECISION = 22
+
+
+def _linear_filter(x):
+    """PIL's triangle filter."""
+    x = np.abs(x)
+    return np.where(x < 1, 1 - x, 0.0)
+
+
+def _cubic_filter(x, a):
+    """Keys' cubic convolution filter with parameter `a` (PIL's bicubic is a=-0.5)."""
+    x = np.abs(x)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < 1, near, np.where(x < 2, far, 0.0))
+
+
+def _aa_window_weights(in_size, out_size, scale, interp_size, filt):
+    """(first source index[out], float64 weights[out, taps], largest weight) for antialiased resizing.
+
+    PyTorch's _compute_indices_min_size_weights_aa: the filter is stretched by the scale when
+    downsampling so that every source pixel under an output pixel contributes, and each row of
+    weights is normalized by its own total, summed left to right as the C++ loop does.
+    """
+    support = interp_size * 0.5 * scale if scale >= 1 else interp_size * 0.5
+    taps = int(math.ceil(support)) * 2 + 1
+    invscale = 1.0 / scale if scale >= 1 else 1.0
+    center = scale * (np.arange(out_size) + 0.5)
+    # C++ casts to int64, which truncates toward zero.
+    first = np.maximum(np.trunc(center - support + 0.5).astype(np.int64), 0)
+    last = np.minimum(np.trunc(center + support + 0.5).astype(np.int64), in_size)
+    size = np.clip(last - first, 0, taps)
+    j = np.arange(taps)
+    w = filt(((j + first[:, None]) - center[:, None] + 0.5) * invscale)
+    w = np.where(j < size[:, None], w, 0.0)
+    total = np.zeros(out_size)
+    for k in range(taps):
+        total = total + w[:, k]
+    nonzero = total != 0
+    w = np.where(nonzero[:, None], w / np.where(nonzero, total, 1.0)[:, None], w)
+    return first, w, float(w[nonzero].max(initial=0.0))
+
+
+def _plain_window_weights(in_size, out_size, align_corners, scale, interp_size, filt):
+    """(first source index[out], float64 weights[out, taps], largest weight) without antialiasing.
+
+    PyTorch's _compute_indices_min_size_weights: the usual source index and fraction, then the taps
+    that fall outside the image are folded onto the edge pixel instead of clamping their indices.
+    The "largest weight" is the largest partial sum seen while folding, as PyTorch tracks it.
+    """
+    support = interp_size // 2
+    src = _source(scale, np.arange(out_size), align_corners, interp_size > 2, np.float64)
+    # PyTorch floors with floorf, i.e. after rounding the float64 index to float32.
+    index = np.minimum(np.floor(src.astype(np.float32)).astype(np.int64), in_size - 1)
+    frac = np.clip(src - index, 0.0, 1.0)
+    unbound = index - support + 1
+    first = np.maximum(unbound, 0)
+    size = np.clip(np.minimum(index + support + 1, in_size) - first, 0, interp_size)
+    raw = filt((np.arange(interp_size) + 1 - support) - frac[:, None])
+    weights = np.zeros((out_size, interp_size))
+    rows = np.arange(out_size)
+    slot = np.zeros(out_size, np.int64)
+    largest = 0.0
+    for j in range(interp_size):
+        tap = unbound + j
+        slot = np.where(tap <= 0, 0, np.where(tap >= in_size - 1, size - 1, slot))
+        weights[rows, slot] += raw[:, j]
+        largest = max(largest, float(weights[rows, slot].max()))
+        slot = slot + 1
+    return first, weights, largest
+
+
+def _quantize_weights(weights, largest):
+    """(int32 weights, precision): PyTorch's int16 fixed-point weights.
+
+    The precision is the most fractional bits that keep twice the largest weight below 2**15;
+    each weight is then rounded half away from zero.
+    """
+    precision = 0
+    while (
+        precision < _FIXED_POINT_MAX_PRECISION
+        and int(0.5 + largest * (1 << (precision + 1))) < (1 << 15)
+    ):
+        precision += 1
+    scaled = weights * (1 << precision)
+    fixed = np.where(scaled < 0, np.trunc(scaled - 0.5), np.trunc(scaled + 0.5))
+    return fixed.astype(np.int32), precision
+
+
+def _fixed_point_pass(x, axis, first, weights, precision):
+    """One uint8 resampling pass along `axis`: int32 accumulate, round, shift, clamp to uint8."""
+    taps = weights.shape[1]
+    idx = np.minimum(first[:, None] + np.arange(taps), x.shape[axis] - 1)
+    g = jnp.take(x, jnp.asarray(idx.reshape(-1)), axis=axis)
+    g = g.reshape(x.shape[:axis] + idx.shape + x.shape[axis + 1 :]).astype(jnp.int32)
+    shape = [1] * g.ndim
+    shape[axis], shape[axis + 1] = weights.shape
+    acc = jnp.sum(g * jnp.asarray(weights.reshape(shape)), axis=axis + 1) + (1 << (precision - 1))
+    return jnp.clip(acc >> precision, 0, 255).astype(jnp.uint8)
+
+
+def _resample_uint8(input, output_size, align_corners, scales, cubic, antialias):
+    """PyTorch's uint8 bilinear/bicubic resize of the last two dims, width pass first.
+
+    A dim whose size does not change is skipped, as PyTorch skips it (even when a scale factor
+    that is not 1 was given). Bicubic uses a=-0.5 (PIL) when antialiased, else a=-0.75.
+    """
+    interp_size = 4 if cubic else 2
+    a = -0.5 if antialias else _CUBIC_A
+    filt = (lambda t: _cubic_filter(t, a)) if cubic else _linear_filter
+    x = input
+    for i in (1, 0):
+        axis = input.ndim - 2 + i
+        in_size, out_size = input.shape[axis], output_size[i]
+        if in_size == out_size:
+            continue
+        scale = _scale(in_size, out_size, align_corners, scales[i], np.float64)
+        if antialias:
+            first, w, largest = _aa_window_weights(in_size, out_size, scale, interp_size, filt)
+        else:
+            first, w, largest = _plain_window_weights(
+                in_size, out_size, align_corners, scale, interp_size, filt
+            )
+        fixed, precision = _quantize_weights(w, largest)
+        x = _fixed_point_pass(x, axis, first, fixed, precision)
+    return x
+
+
 def _resample(input, nd, taps_for_dim):
     """Apply per-dim (indices[out, taps], weights[out, taps] or None) along the last `nd` dims."""
     x = input
@@ -163,6 +300,8 @@ def _upsample_nearest(input, nd, output_size, scales, exact):
 
 
 def _upsample_interp(input, nd, output_size, align_corners, scales, cubic):
+    if nd == 2 and input.dtype == jnp.uint8:
+        return _resample_uint8(input, output_size, align_corners, scales, cubic, False)
     ftype = _index_dtype(input.dtype)
     sizes = input.shape[-nd:]
     taps = _cubic_taps if cubic else _linear_taps
@@ -271,6 +410,8 @@ def _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners):
 @aten("_upsample_bilinear2d_aa.default")
 def aten__upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
     """_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    if self.dtype == jnp.uint8:
+        return _resample_uint8(self, output_size, align_corners, (scales_h, scales_w), False, True)
     ftype = _index_dtype(self.dtype)
     sizes, scales = self.shape[-2:], (scales_h, scales_w)
     return _resample(
