@@ -77,6 +77,8 @@ HALF_ACCURACY_REFERENCE = {
     "div.trunc_rounding": "the vectorized CPU kernel rounds the quotient to half before truncating "
     "(139.0 for -8.4766 / -0.0610, where its scalar path and float64 give 138)",
     "nn.functional.adaptive_avg_pool3d": "the CPU kernel rounds intermediate sums to half",
+    "nn.functional.bilinear": "the composite (_trilinear) rounds the first product to half before "
+    "the second contraction",
     "nn.functional.binary_cross_entropy_with_logits": "the composite rounds each step (log-sigmoid, "
     "weight products) to half",
     "nn.functional.conv_transpose1d": "transposed convolution accumulates (col2im) in half",
