@@ -187,12 +187,6 @@ def test_gpt2_round_trip(tmp_path):
     assert max_err(exported(input_ids=ids)["logits"], expected) <= 1e-5
 
 
-@pytest.mark.xfail(
-    strict=True, raises=SerializationError,
-    reason="lowerings do not take symbolic sizes yet: interpret() evaluates arange(<symbolic size>) "
-    "eagerly under ensure_compile_time_eval (program._all_concrete), and aten.arange, "
-    "_slice_bounds, _infer_shape, _expand_shape call int() on sizes",
-)
 def test_gpt2_dynamic_batch_and_sequence(tmp_path):
     module = gpt2()
     ids, mask = torch.randint(0, 64, (2, 6)), torch.ones(2, 6, dtype=torch.long)
@@ -205,6 +199,25 @@ def test_gpt2_dynamic_batch_and_sequence(tmp_path):
         mask[0, -2:] = 0
         expected = module(input_ids=ids, attention_mask=mask).logits.detach().numpy()
         assert max_err(loaded(ids.numpy(), mask.numpy())["logits"], expected) <= 1e-5
+
+
+class SymbolicSizes(torch.nn.Module):
+    def forward(self, x):  # x: [batch, seq, 4]
+        b, s = x.shape[0], x.shape[1]
+        pos = torch.arange(s, dtype=torch.float32)  # a range of symbolic length
+        y = x.reshape(b, -1).view(b, s, 4)  # -1 resolved against a symbolic size
+        z = (y[:, 1:] + y[:, :-1]) * pos[1:, None]  # slices to the end and from it
+        return z.unsqueeze(0).expand(2, -1, -1, -1) + torch.arange(b).view(1, b, 1, 1)
+
+
+def test_shape_ops_take_symbolic_sizes():
+    x = torch.randn(3, 5, 4)
+    dims = {"x": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", min=3, max=16)}}
+    exported = export(jaxport.from_torch(SymbolicSizes(), (x,), dynamic_shapes=dims), (x,))
+    assert exported.input_shapes == (("x_0", "x_1", 4),)
+    for shape in [(2, 7, 4), (4, 3, 4)]:
+        x = torch.randn(shape)
+        assert max_err(exported(x), SymbolicSizes()(x).numpy()) <= 1e-6
 
 
 class Nonzero(torch.nn.Module):

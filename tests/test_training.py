@@ -250,3 +250,26 @@ def test_frozen_parameters_stay_put():
     for batch in batches[:2]:
         state, _ = step(state, tuple(np.asarray(t) for t in batch))
     np.testing.assert_array_equal(np.asarray(state.buffers["net.0.weight"]), before)
+
+
+def test_gpt2_with_dropout_trains_reproducibly():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=128, n_positions=32, n_embd=32, n_layer=1, n_head=4, use_cache=False)
+    module = GPT2LMHeadModel(config)  # HF's default dropout, 0.1 in three places
+    _, batches = _gpt2()
+    model = jaxport.from_torch(module, (batches[0][0],), train=True)
+    assert len(model.random_nodes) >= 3
+    step = jaxport.train_step(model, _jax_lm_loss, optax.adam(1e-3))
+
+    def losses(seed):
+        state, out = step.init(seed), []
+        for batch in batches[:3]:
+            state, metrics = step(state, (np.asarray(batch[0]),))
+            out.append(float(metrics["loss"]))
+        return out
+
+    first, again, other = losses(0), losses(0), losses(1)
+    assert first == again
+    assert first[0] != other[0]  # another key, other dropout masks

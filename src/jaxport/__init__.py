@@ -1,5 +1,6 @@
 """jaxport: PyTorch (and ONNX) models as pure, jittable JAX functions."""
 
+from . import distributed as distributed
 from ._torch_utils import to_jax as to_jax
 from ._torch_utils import to_torch as to_torch
 from .backends.codegen import EmitError as EmitError
@@ -26,6 +27,14 @@ from .model import JaxModel as JaxModel
 from .serialization import ExportedModel as ExportedModel
 from .serialization import export as export
 from .serialization import load_exported as load_exported
+from .sharding import ShardingError as ShardingError
+from .sharding import data_parallel as data_parallel
+from .sharding import device_mesh as device_mesh
+from .sharding import fsdp as fsdp
+from .sharding import shard as shard
+from .sharding import shard_batch as shard_batch
+from .sharding import shardings as shardings
+from .sharding import tensor_parallel as tensor_parallel
 from .training import TrainState as TrainState
 from .training import TrainStep as TrainStep
 from .training import train_step as train_step

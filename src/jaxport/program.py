@@ -163,9 +163,10 @@ def _resolve(value, env, strict: bool = False, rng=None, observe=None):
 
 def _all_concrete(args, kwargs) -> bool:
     """Whether no argument is a traced value (functions, i.e. subgraphs, count as traced:
-    what they compute is not known here)."""
+    what they compute is not known here, and so do symbolic sizes from `jax.export`: they
+    are known only inside the trace, so `arange(<symbolic size>)` must not run outside it)."""
     for leaf in jax.tree_util.tree_leaves((args, kwargs)):
-        if isinstance(leaf, jax.core.Tracer) or callable(leaf):
+        if isinstance(leaf, jax.core.Tracer) or callable(leaf) or jax.export.is_symbolic_dim(leaf):
             return False
     return True
 

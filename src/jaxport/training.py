@@ -95,10 +95,15 @@ class TrainStep:
         """The state before the first step: the model's (or the given) params, a fresh
         optimizer state and the key dropout draws from."""
         params = dict(self.model.params if params is None else params)
+        if self._donate:  # steps donate the state they get: never hand them the model's own arrays
+            params = {k: jnp.copy(v) if isinstance(v, jax.Array) else v for k, v in params.items()}
         trainable = {k: v for k, v in params.items() if k in self.trainable_names}
         buffers = {k: v for k, v in params.items() if k not in self.trainable_names}
         key = jax.random.key(rng) if isinstance(rng, int) else rng
-        return TrainState(trainable, buffers, self.optimizer.init(trainable), key, jnp.zeros((), jnp.int32))
+        state = TrainState(trainable, buffers, self.optimizer.init(trainable), key, jnp.zeros((), jnp.int32))
+        from .sharding import follow_params
+
+        return follow_params(state)  # params jaxport.shard placed: the rest joins their mesh
 
     def loss(self, state: TrainState, batch) -> tuple[jax.Array, tuple[dict, dict]]:
         """(loss, (metrics, buffer updates)) for `batch` at `state`, without updating it."""

@@ -1,14 +1,11 @@
 """Expected OpInfo failures owned by the reduction family: {"opinfo_id" or "opinfo_id:torch.dtype": reason}."""
 
 EXPECTED_FAILURES: dict[str, str] = {
-    **{
-        f"matrix_exp:torch.{d}": (
-            "PyTorch's degree-18 Taylor scheme and JAX's Pade approximant (expm) round "
-            "differently on ill-conditioned samples; half inputs overflow differently in "
-            "PyTorch's half-precision arithmetic"
-        )
-        for d in ("float32", "float16", "bfloat16")
-    },
+    "matrix_exp:torch.float32": (
+        "PyTorch's degree-18 Taylor scheme and JAX's Pade approximant (expm) round differently on "
+        "an ill-conditioned sample (1-norm ~29, large terms cancelling): both land ~1e-3 relative "
+        "from float64, jaxport the closer"
+    ),
     **{
         k: "LAPACK sytrf's Bunch-Kaufman LDL^T factorization (pivoted 1x1/2x2 blocks) has no JAX equivalent"
         for k in ("linalg.ldl_factor", "linalg.ldl_factor_ex", "linalg.ldl_solve")

@@ -74,6 +74,11 @@ def aten_arange(start, end=None, step=1, *, dtype=None):
     if end is None:
         start, end = 0, start
     dtype = np.dtype(dtype)
+    if any(jax.export.is_symbolic_dim(v) for v in (start, end, step)):
+        # A symbolic bound (a size under jax.export): the length is symbolic too, so the range
+        # is traced, not a constant. JAX takes integer bounds only here; the values are exact
+        # integers, cast once (rounding as PyTorch's double-precision values would).
+        return jnp.arange(start, end, step).astype(canonical(dtype))
     if dtype == np.int64:  # PyTorch sizes int64 ranges with the bounds truncated to integers
         start, end, step = int(start), int(end), int(step)
         length = max(0, -((start - end) // step))

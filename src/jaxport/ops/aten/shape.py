@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -31,9 +32,14 @@ def _dims(dims, ndim: int) -> list[int]:
     return [canonical_dim(d, ndim) for d in dims]
 
 
+def _size(s):
+    """A size or bound as a Python int; a symbolic size (`jax.export`) stays as it is."""
+    return s if jax.export.is_symbolic_dim(s) else int(s)
+
+
 def _infer_shape(shape, numel: int) -> tuple[int, ...]:
     """A view/reshape size with at most one -1 resolved against `numel`."""
-    shape = [int(s) for s in shape]
+    shape = [_size(s) for s in shape]
     if -1 in shape:
         i = shape.index(-1)
         rest = math.prod(s for j, s in enumerate(shape) if j != i)
@@ -45,20 +51,29 @@ def _expand_shape(shape, size) -> tuple[int, ...]:
     """The shape `expand(size)` gives: -1 keeps the existing size, new dims lead."""
     lead = len(size) - len(shape)
     return tuple(
-        shape[i - lead] if s == -1 and i >= lead else int(s) for i, s in enumerate(size)
+        shape[i - lead] if s == -1 and i >= lead else _size(s) for i, s in enumerate(size)
     )
+
+
+#: Ends from here up mean "to the end" (PyTorch writes `x[a:]` as end=2**63-1), so a slice of
+#: a symbolic size needs no undecidable min(2**63-1, size).
+_TO_END = 2**62
 
 
 def _slice_bounds(size: int, start, end, step: int = 1) -> tuple[int, int, int]:
     """PyTorch's slice bounds: None, negative and out-of-range starts and ends clamp."""
-    start = 0 if start is None else int(start)
-    end = size if end is None else int(end)
+    start = 0 if start is None else _size(start)
+    end = None if end is None else _size(end)
+    if end is None or (not jax.export.is_symbolic_dim(end) and end >= _TO_END):
+        end = size
     if start < 0:
         start += size
     if end < 0:
         end += size
-    start = min(max(start, 0), size)
-    end = min(max(end, start), size)
+    # jax.core.min_dim/max_dim are min/max for ints, and for symbolic sizes too (deferring
+    # comparisons JAX cannot decide at trace time to the StableHLO).
+    start = jax.core.min_dim(jax.core.max_dim(start, 0), size)
+    end = jax.core.min_dim(jax.core.max_dim(end, start), size)
     return start, end, int(step)
 
 
