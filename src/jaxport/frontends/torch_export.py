@@ -126,6 +126,32 @@ def _value_dependent(val) -> bool:
     return False
 
 
+def _unique_consecutive_last_dim(node: torch.fx.Node) -> bool:
+    """`unique_consecutive(x, dim=-1)`, whose recorded shapes torch 2.13's fake kernel gets wrong:
+    it builds the values' shape as `x.shape[:dim] + (n,) + x.shape[dim + 1:]`, and with dim=-1
+    the tail is the whole shape (rank 6 for a 3-d input), and the counts take a static size."""
+    if node.target is not torch.ops.aten.unique_consecutive.default:
+        return False
+    dim = node.kwargs.get("dim", node.args[3] if len(node.args) > 3 else None)
+    return dim == -1
+
+
+def _recorded_spec(node: torch.fx.Node, corrected: dict[str, tuple]) -> Any:
+    """The shape and dtype torch.export recorded for `node`'s output, with the known fake-kernel
+    errors above put right (their getitems too). Later nodes still carry what torch traced, so if
+    it used the wrong shape the interpreter's shape check stops there rather than run on."""
+    if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
+        if node.args[0].name in corrected:
+            return corrected[node.args[0].name][node.args[1]]
+    spec = _spec(node.meta.get("val"))
+    if _unique_consecutive_last_dim(node):
+        source = _spec(node.args[0].meta.get("val"))
+        values, inverse, _counts = spec
+        spec = (TensorSpec(source.shape[:-1] + (None,), values.dtype), inverse, TensorSpec((None,), _counts.dtype))
+        corrected[node.name] = spec
+    return spec
+
+
 def _spec(val) -> Any:
     if isinstance(val, torch.Tensor):
         shape = tuple(d if isinstance(d, int) else None for d in val.shape)
@@ -170,6 +196,7 @@ class _Translator:
         self.rename: dict[str, Any] = {}  # fx node name -> Ref or constant that stands for it
         self.hop_outputs: dict[str, list] = {}
         self.nodes: list[Node] = []
+        self.corrected_specs: dict[str, tuple] = {}  # fx node name -> its outputs' specs, put right
 
     def arg(self, value):
         if isinstance(value, torch.fx.Node):
@@ -232,7 +259,7 @@ class _Translator:
                 op=op,
                 args=tuple(self.arg(a) for a in node.args),
                 kwargs=self.kwargs(node),
-                expected=_spec(node.meta.get("val")),
+                expected=_recorded_spec(node, self.corrected_specs),
                 module_path=_module_path(node),
                 source=_source(node),
                 value_dependent_shape=_value_dependent(node.meta.get("val")),
