@@ -142,6 +142,14 @@ def _searchsorted(sorted_sequence, values, side, sorter, out_int32):
     return out.astype(dtype)
 
 
+def _coordinates(x):
+    """The coordinates of x's nonzero elements, [n, ndim]; an empty x has none, statically, so
+    that case also runs under jit (torch.export records its shape as fixed)."""
+    if x.size == 0:
+        return jnp.zeros((0, x.ndim), _int64())
+    return jnp.argwhere(x).astype(_int64())
+
+
 @aten("_embedding_bag.default")
 def aten__embedding_bag(
     weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
@@ -223,7 +231,7 @@ def aten__unique2(self, sorted=True, return_inverse=False, return_counts=False):
 @aten("argwhere.default")
 def aten_argwhere(self):
     """argwhere(Tensor self) -> Tensor"""
-    return jnp.argwhere(self).astype(_int64())
+    return _coordinates(self)
 
 
 @aten("bincount.default")
@@ -396,7 +404,7 @@ def aten_masked_select(self, mask):
 @aten("nonzero.default")
 def aten_nonzero(self):
     """nonzero(Tensor self) -> Tensor"""
-    return jnp.argwhere(self).astype(_int64())
+    return _coordinates(self)
 
 
 @aten("nonzero_static.default")
@@ -510,4 +518,5 @@ def aten_unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=
 @aten("where.default", "nonzero_numpy.default")
 def aten_where(condition):
     """where(Tensor condition) -> Tensor[]"""
-    return [i.astype(_int64()) for i in jnp.nonzero(_at_least_1d(condition))]
+    coordinates = _coordinates(_at_least_1d(condition))
+    return [coordinates[:, d] for d in range(coordinates.shape[1])]
