@@ -273,3 +273,14 @@ def test_gpt2_with_dropout_trains_reproducibly():
     first, again, other = losses(0), losses(0), losses(1)
     assert first == again
     assert first[0] != other[0]  # another key, other dropout masks
+
+
+def test_training_mode_without_dropout_needs_no_key():
+    class Attention(torch.nn.Module):  # SDPA may draw (dropout_p), but here it does not
+        def forward(self, q):
+            return torch.nn.functional.scaled_dot_product_attention(q, q, q)
+
+    q = torch.randn(1, 2, 4, 8)
+    model = jaxport.from_torch(Attention(), (q,), train=True)
+    assert model.training and not model.random_nodes
+    np.testing.assert_allclose(np.asarray(model.apply(model.params, q)), Attention()(q).numpy(), atol=1e-6)

@@ -7,6 +7,7 @@ outputs; so interpreting a program is a pure function of its inputs.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,8 +135,9 @@ class Program:
         return [node for node in self.walk() if node.value_dependent_shape]
 
     def random_nodes(self) -> list[Node]:
-        """Nodes that draw random numbers (dropout in training mode, torch.rand, ...)."""
-        return [node for node in self.walk() if registry.random_keyword(node.op)]
+        """Nodes that draw random numbers (dropout in training mode, torch.rand, ...); ops that
+        only might (attention or dropout with probability 0, dropout with train=False) do not."""
+        return [node for node in self.walk() if registry.random_keyword(node.op) and _draws(node)]
 
     def unsupported(self) -> list[OpUse]:
         names = registry.registered_names()
@@ -159,6 +161,25 @@ def _resolve(value, env, strict: bool = False, rng=None, observe=None):
     if isinstance(value, np.dtype):
         return np.dtype(jax.dtypes.canonicalize_dtype(value))
     return value
+
+
+#: Arguments that switch a random op's draws off when they are 0 / False.
+_DRAW_SWITCHES = {"dropout_p": 0, "p": 0, "train": False}
+
+
+def _draws(node: Node) -> bool:
+    """Whether a random op's own arguments leave it drawing (dropout_p=0.0 does not)."""
+    fn = registry.lookup(node.op)
+    try:
+        bound = inspect.signature(fn).bind_partial(*node.args, **node.kwargs)
+    except (TypeError, ValueError):
+        return True
+    bound.apply_defaults()
+    return not any(
+        name in bound.arguments and not isinstance(bound.arguments[name], Ref)
+        and bound.arguments[name] == off
+        for name, off in _DRAW_SWITCHES.items()
+    )
 
 
 def _all_concrete(args, kwargs) -> bool:

@@ -89,6 +89,10 @@ HALF_ACCURACY_REFERENCE = {
     "log-softmax step to half",
     "nn.functional.linear_cross_entropy.chunked_none": "the composite rounds the logits and each "
     "log-softmax step to half",
+    "nn.functional.mse_loss": "the mean accumulates the squared differences in half",
+    "nn.functional.nll_loss": "the weighted sum and its normalization accumulate in half",
+    "nn.functional.poisson_nll_loss": "the composite rounds each step (exp, products, Stirling "
+    "term) to half",
     "nn.functional.interpolate.area": "area interpolation is adaptive average pooling, whose CPU "
     "kernel rounds intermediate sums to half",
     "nn.functional.interpolate.bicubic": "the CPU kernel rounds intermediate sums to half",

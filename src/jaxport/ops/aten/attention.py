@@ -3,8 +3,19 @@
 `scaled_dot_product_attention` maps onto `jax.nn.dot_product_attention`, which
 XLA (and cuDNN on GPUs) implements as one fused op. PyTorch's layout is
 (..., heads, seq, dim); JAX's is (batch, seq, heads, dim), so 4-D inputs are
-transposed around the call. Dropout, and ranks other than 4, take the explicit
-softmax(QK^T)V form.
+transposed around the call. Dropout, float16, and ranks other than 4 take the
+explicit softmax(QK^T)V form.
+
+Fully masked rows follow PyTorch's CPU kernels (math `_safe_softmax` and the flash
+kernel alike): a query row whose every score is -inf (boolean mask all False,
+is_causal combined with a mask, or an additive mask of -inf) attends to nothing and
+yields zeros, and the flash kernel's logsumexp for it is 0. An additive mask of
+finfo.min is finite, so such a row is an ordinary softmax (uniform in float32/bf16,
+where the scores are absorbed; shifted but unchanged in float16). Additive masks are
+added in float32 (opmath), as PyTorch does, never rounded to the query's dtype.
+`jax.nn.dot_product_attention` masks with a large finite negative instead of -inf
+(uniform weights) and gives NaN for an all -inf bias, so the fast path zeroes dead
+rows itself.
 """
 
 from __future__ import annotations
@@ -32,28 +43,50 @@ def _repeat_kv(query, key, value):
     return jnp.repeat(key, repeats, axis=-3), jnp.repeat(value, repeats, axis=-3)
 
 
+def _causal(query, key):
+    return jnp.tril(jnp.ones((query.shape[-2], key.shape[-2]), dtype=bool))
+
+
 def _masked_scores(query, key, attn_mask, is_causal, scale):
     compute = opmath_type(query.dtype)
-    scores = jnp.einsum("...qd,...kd->...qk", query.astype(compute), key.astype(compute)) * _scale(query, scale)
+    scores = jnp.einsum("...qd,...kd->...qk", query, key, preferred_element_type=compute) * _scale(query, scale)
     if is_causal:
-        causal = jnp.tril(jnp.ones((query.shape[-2], key.shape[-2]), dtype=bool))
-        scores = jnp.where(causal, scores, -jnp.inf)
+        scores = jnp.where(_causal(query, key), scores, -jnp.inf)
     if attn_mask is not None:
         if attn_mask.dtype == jnp.bool_:
             scores = jnp.where(attn_mask, scores, -jnp.inf)
         else:
-            scores = scores + attn_mask.astype(compute)
+            scores = scores + attn_mask.astype(jnp.promote_types(attn_mask.dtype, compute))
     return scores
+
+
+def _dead_rows(scores):
+    """(..., q, 1) True where every score of the row is -inf: PyTorch gives such rows zeros."""
+    return jnp.all(scores == -jnp.inf, axis=-1, keepdims=True)
 
 
 def _explicit_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, key_rng):
     scores = _masked_scores(query, key, attn_mask, is_causal, scale)
-    weights = jax.nn.softmax(scores, axis=-1)
+    dead = _dead_rows(scores)
+    # Like torch's _safe_softmax: fully masked rows get zero weights, not NaN (and no NaN
+    # gradient either, so the dead rows' scores are neutralised before the softmax).
+    weights = jnp.where(dead, 0.0, jax.nn.softmax(jnp.where(dead, 0.0, scores), axis=-1))
     if dropout_p > 0.0:
         keep = jax.random.bernoulli(key_rng, 1.0 - dropout_p, weights.shape)
         weights = jnp.where(keep, weights / (1.0 - dropout_p), 0.0)
     out = jnp.einsum("...qk,...kd->...qd", weights, value.astype(weights.dtype))
-    return out.astype(query.dtype), scores
+    return out.astype(query.dtype), scores, dead
+
+
+def _live_rows(query, key, attn_mask, is_causal):
+    """(..., q, 1) True where a query row may attend to at least one key."""
+    if attn_mask.dtype == jnp.bool_:
+        allowed = attn_mask
+    else:
+        allowed = attn_mask != -jnp.inf
+    if is_causal:
+        allowed = allowed & _causal(query, key)
+    return jnp.any(allowed, axis=-1, keepdims=True)
 
 
 @aten("scaled_dot_product_attention.default", random="key_rng")
@@ -61,13 +94,25 @@ def aten_scaled_dot_product_attention(
     query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False, key_rng=None
 ):
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
-    if dropout_p == 0.0 and query.ndim == 4 and query.dtype in (jnp.float32, jnp.float16, jnp.bfloat16):
-        bias = mask = None
+    # float16 stays off the fast path: jax.nn.dot_product_attention asks for the F16_F16_F32
+    # dot algorithm, which XLA:CPU rejects when compiling under jit; the explicit path computes
+    # the same (float16 products accumulated in float32, softmax in float32).
+    if dropout_p == 0.0 and query.ndim == 4 and query.dtype in (jnp.float32, jnp.bfloat16):
+        bias = mask = live = None
         if attn_mask is not None:
+            live = _live_rows(query, key, attn_mask, is_causal)
             if attn_mask.dtype == jnp.bool_:
                 mask = attn_mask
             else:
-                bias = attn_mask.astype(query.dtype)
+                # float32 (opmath) like PyTorch: a float32 finfo.min mask must not become -inf in half.
+                bias = attn_mask.astype(jnp.promote_types(attn_mask.dtype, jnp.float32))
+                if is_causal:
+                    # JAX masks causal positions with -0.7 * finfo.max, which outweighs a finfo.min
+                    # bias; PyTorch masks them with -inf. Fold the causal mask into the bias.
+                    bias = jnp.where(_causal(query, key), bias, -jnp.inf)
+                    is_causal = False
+                # Dead rows get a zero bias so that nothing NaN reaches the softmax.
+                bias = jnp.where(live, bias, 0.0)
         out = jax.nn.dot_product_attention(
             jnp.swapaxes(query, 1, 2),
             jnp.swapaxes(key, 1, 2),
@@ -77,7 +122,8 @@ def aten_scaled_dot_product_attention(
             scale=_scale(query, scale),
             is_causal=is_causal,
         )
-        return jnp.swapaxes(out, 1, 2)
+        out = jnp.swapaxes(out, 1, 2)
+        return out if live is None else jnp.where(live, out, jnp.zeros((), out.dtype))
     key, value = _repeat_kv(query, key, value)
     return _explicit_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, key_rng)[0]
 
@@ -88,6 +134,8 @@ def aten__scaled_dot_product_flash_attention_for_cpu(
 ):
     """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)"""
     key, value = _repeat_kv(query, key, value)
-    out, scores = _explicit_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, key_rng)
-    logsumexp = jax.nn.logsumexp(scores, axis=-1).astype(np.float32)
+    out, scores, dead = _explicit_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, key_rng)
+    # The CPU flash kernel reports logsumexp 0 for fully masked rows.
+    logsumexp = jnp.where(dead, 0.0, jax.nn.logsumexp(jnp.where(dead, 0.0, scores), axis=-1, keepdims=True))
+    logsumexp = logsumexp[..., 0].astype(np.float32)
     return out, logsumexp
