@@ -62,6 +62,7 @@ bench: setup
 	$(PY) benchmarks/bench_models.py
 	$(PY) benchmarks/bench_eager.py
 	$(PY) benchmarks/bench_onnx.py
+	$(PY) benchmarks/bench_train.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache
