@@ -152,7 +152,7 @@ def test_dims_torch_export_made_equal_share_a_symbol():
     x, y = torch.randn(3, 2), torch.randn(3, 2)
     model = jaxport.from_torch(Pair(), (x, y), dynamic_shapes=({0: batch}, {0: batch}))
     exported = export(model, (x, y))
-    # One symbol per dynamic dim cannot trace (x + y needs them equal); equal example sizes share.
+    # The same torch Dim is the same jax symbol (one symbol each could not trace x + y).
     assert exported.input_shapes == (("x_0", 2), ("x_0", 2))
     x5, y5 = torch.randn(5, 2), torch.randn(5, 2)
     assert max_err(exported(x5, y5), (x5 * 2 + y5).numpy()) <= 1e-6
@@ -199,6 +199,31 @@ def test_gpt2_dynamic_batch_and_sequence(tmp_path):
         mask[0, -2:] = 0
         expected = module(input_ids=ids, attention_mask=mask).logits.detach().numpy()
         assert max_err(loaded(ids.numpy(), mask.numpy())["logits"], expected) <= 1e-5
+
+
+def test_bert_dynamic_batch_and_sequence_bounded_by_positions(tmp_path):
+    from tests.models.zoo import MODELS
+
+    module, args, kwargs = MODELS["bert"]()
+    # BERT slices its 64 position buffers to the sequence length: torch.export records seq <= 64,
+    # which the export must carry as a jax constraint to trace.
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", max=64)
+    dims = {name: {0: batch, 1: seq} for name in kwargs}
+    model = jaxport.from_torch(module, args, kwargs, dynamic_shapes=dims)
+    exported = export(model, args, kwargs)
+    assert exported.input_shapes == (("input_ids_0", "input_ids_1"),) * 2
+    loaded = load_exported(exported.save(tmp_path / "bert"))
+    for b, s in [(2, 16), (3, 9)]:
+        ids, mask = torch.randint(0, 100, (b, s)), torch.ones(b, s, dtype=torch.long)
+        mask[0, -3:] = 0
+        with torch.no_grad():
+            expected = module(input_ids=ids, attention_mask=mask).last_hidden_state.numpy()
+        err = max_err(loaded(ids.numpy(), mask.numpy())["last_hidden_state"], expected)
+        print(f"BERT [{b}, {s}] reloaded vs PyTorch: max abs err {err:.2e}")
+        assert err <= 1e-4
+    ids = np.zeros((1, 65), dtype=np.int32)
+    with pytest.raises(ValueError):  # jax checks the constraint (the jitted call says little)
+        loaded(ids, np.ones_like(ids))
 
 
 class SymbolicSizes(torch.nn.Module):

@@ -84,11 +84,16 @@ class Node:
 
 @dataclass(frozen=True)
 class Input:
-    """A user input: the value it binds, the name users know it by, and its spec."""
+    """A user input: the value it binds, the name users know it by, and its spec.
+
+    `dims` names the source's size symbol of each dynamic dim it knows one for ({dim: symbol});
+    dims of different inputs with the same symbol are the same size (see `Program.dim_ranges`).
+    """
 
     value: str
     name: str
     spec: TensorSpec | None
+    dims: dict[int, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,8 @@ class Program:
     outputs: list[Any]  # Ref or constant Python value, flat
     buffer_updates: dict[str, Ref] = field(default_factory=dict)  # state_dict name -> new value
     input_updates: dict[str, Ref] = field(default_factory=dict)  # user input name -> new value
+    # size symbol (Input.dims) -> (min, max) the source allows; max None when unbounded
+    dim_ranges: dict[str, tuple[int, int | None]] = field(default_factory=dict)
 
     def walk(self):
         """Every node, those of subgraphs included (after the node that owns them)."""

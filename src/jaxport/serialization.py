@@ -265,17 +265,17 @@ def export(
     dtypes = [np.dtype(jax.dtypes.canonicalize_dtype(
         s.spec.dtype if s.spec is not None else x.dtype)) for s, x in zip(specs, examples)]
 
-    # torch.export knows which dynamic dims are the same size (the same Dim), but the converted
-    # Program keeps only "dynamic" (None) per dim. So "auto" first gives every dynamic dim its own
-    # symbol (the most general artifact); if tracing fails (an op combines two of them, e.g.
-    # input_ids and attention_mask's batch), it retries with dims of equal example size sharing
-    # a symbol, which is what torch.export needed of them too.
+    # A torch program names each dynamic dim's size symbol (Input.dims): dims with the same
+    # symbol share one jax symbol, bounded above as torch.export bounded it (Program.dim_ranges).
+    # Without those names (ONNX), "auto" first gives every dynamic dim its own symbol (the most
+    # general artifact); if tracing fails (an op combines two of them, e.g. input_ids and
+    # attention_mask's batch), it retries with dims of equal example size sharing a symbol.
     attempts = _symbol_plans(model, examples, dynamic)
     errors: list[tuple[str, Exception]] = []
     for plan in attempts:
         shapes = _shapes(examples, plan)
         try:
-            exported = _trace(model, shapes, dtypes, platforms)
+            exported = _trace(model, shapes, dtypes, platforms, _constraints(model, plan))
         except Exception as e:  # reported below, with every attempt's symbols
             errors.append((_describe_plan(names, shapes), e))
             continue
@@ -330,9 +330,16 @@ def _symbol_plans(model: JaxModel, examples: list, dynamic: Dynamic) -> list[dic
     if dynamic is True and not recorded:
         raise SerializationError(f"{model.name} was converted with static shapes, so no input dim can "
                                  f"be symbolic in the export; {hint}")
-    # The symbol of dim d of input 'x' is x_d (input names are placeholder names: identifiers).
-    separate = {(i, d): f"{_identifier(specs[i].name)}_{d}" for i, d in recorded}
+    # The symbol of dim d of input 'x' is x_d (input names are placeholder names: identifiers);
+    # a dim with the same source symbol as an earlier one takes that one's.
+    by_source: dict[str, str] = {}
+    separate = {}
+    for i, d in recorded:
+        own, source = f"{_identifier(specs[i].name)}_{d}", specs[i].dims.get(d)
+        separate[(i, d)] = own if source is None else by_source.setdefault(source, own)
     plans = [separate]
+    if all(d in specs[i].dims for i, d in recorded):
+        return plans  # the source said which dims are equal: no guessing from example sizes
     by_size: dict[int, str] = {}
     shared = {}
     for i, d in recorded:
@@ -381,10 +388,23 @@ def _describe_plan(names: list[str], shapes: list[tuple]) -> str:
     return ", ".join(f"{n}[{', '.join(map(str, s))}]" for n, s in zip(names, shapes))
 
 
-def _trace(model: JaxModel, shapes: list[tuple], dtypes: list, platforms) -> jax.export.Exported:
+def _constraints(model: JaxModel, plan: Mapping[tuple[int, int], str]) -> list[str]:
+    """jax.export constraints "symbol <= max" for the symbols whose source dims have a finite max."""
+    specs, ranges = model.program.user_inputs, model.program.dim_ranges
+    upper: dict[str, int] = {}
+    for (i, d), symbol in plan.items():
+        hi = ranges.get(specs[i].dims.get(d), (0, None))[1]
+        if hi is not None and hi < 2**62:  # (some torch versions bound "unbounded" at maxsize)
+            upper[symbol] = min(hi, upper.get(symbol, hi))
+    return [f"{symbol} <= {hi}" for symbol, hi in sorted(upper.items())]
+
+
+def _trace(model: JaxModel, shapes: list[tuple], dtypes: list, platforms,
+           constraints: Sequence[str] = ()) -> jax.export.Exported:
     symbols = sorted({s for shape in shapes for s in shape if isinstance(s, str)})
     # One symbolic_shape call puts every symbol in one scope, so shapes can share them.
-    dims = dict(zip(symbols, jax.export.symbolic_shape(", ".join(symbols)))) if symbols else {}
+    dims = (dict(zip(symbols, jax.export.symbolic_shape(", ".join(symbols), constraints=constraints)))
+            if symbols else {})
     args = [jax.ShapeDtypeStruct(tuple(dims.get(s, s) if isinstance(s, str) else s for s in shape), dt)
             for shape, dt in zip(shapes, dtypes)]
     params = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in model.params.items()}

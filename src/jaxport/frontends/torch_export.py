@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import sympy
 import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
@@ -159,6 +160,32 @@ def _spec(val) -> Any:
     if isinstance(val, (list, tuple)):
         return tuple(_spec(v) for v in val)
     return None
+
+
+def _dim_symbols(val) -> dict[int, str]:
+    """{dim: torch's size symbol} for the dims of an input tensor that are a plain symbol."""
+    if not isinstance(val, torch.Tensor):
+        return {}
+    dims = {}
+    for d, size in enumerate(val.shape):
+        expr = size.node.expr if isinstance(size, torch.SymInt) else None
+        if expr is not None and expr.is_Symbol:
+            dims[d] = str(expr)
+    return dims
+
+
+def _dim_ranges(ep: ExportedProgram, user_inputs: list[Input]) -> dict[str, tuple[int, int | None]]:
+    """(min, max) of each input size symbol from `ep.range_constraints`; max None if unbounded."""
+    symbols = {s for i in user_inputs for s in i.dims.values()}
+    ranges = {}
+    for expr, bounds in ep.range_constraints.items():
+        if str(expr) not in symbols:
+            continue
+        lower, upper = bounds.lower, bounds.upper  # sympy integers, or (int_)oo when unbounded
+        lo = int(lower) if isinstance(lower, (int, sympy.Integer)) else 0
+        hi = int(upper) if isinstance(upper, (int, sympy.Integer)) else None
+        ranges[str(expr)] = (lo, hi)
+    return ranges
 
 
 # -- in-place ops --------------------------------------------------------------------------------
@@ -392,7 +419,8 @@ def to_program(ep: ExportedProgram) -> tuple[Program, StateInfo]:
         elif spec.kind == InputKind.CONSTANT_TENSOR:
             constants[node.name] = _constant(ep.constants[spec.target])
         elif spec.kind == InputKind.USER_INPUT:
-            user_inputs.append(Input(node.name, node.name, _spec(node.meta.get("val"))))
+            val = node.meta.get("val")
+            user_inputs.append(Input(node.name, node.name, _spec(val), _dim_symbols(val)))
         elif spec.kind == InputKind.TOKEN:
             constants[node.name] = None
         else:
@@ -421,7 +449,8 @@ def to_program(ep: ExportedProgram) -> tuple[Program, StateInfo]:
             stacklevel=4,
         )
     program = Program(
-        state_inputs, constants, user_inputs, translator.nodes, outputs, buffer_updates, input_updates
+        state_inputs, constants, user_inputs, translator.nodes, outputs, buffer_updates, input_updates,
+        dim_ranges=_dim_ranges(ep, user_inputs),
     )
     return program, StateInfo(state, parameters, buffers, tied)
 

@@ -80,11 +80,12 @@ def _matrix_norm(A, ord, axes, keepdim):
         out = jnp.sqrt(jnp.sum(jnp.abs(A) ** 2, axis=(r, c)))
     elif ord in ("nuc", 2, -2):
         s = jnp.linalg.svd(jnp.moveaxis(A, (r, c), (-2, -1)), compute_uv=False)
-        out = jnp.sum(s, axis=-1) if ord == "nuc" else (jnp.max if ord == 2 else jnp.min)(s, axis=-1)
+        # Norms are >= 0, so a max starting at 0 changes nothing but gives empty matrices PyTorch's 0.
+        out = jnp.sum(s, axis=-1) if ord == "nuc" else jnp.max(s, axis=-1, initial=0) if ord == 2 else jnp.min(s, axis=-1)
     elif ord in (1, -1, math.inf, -math.inf):
         sum_axis, other = (r, c) if ord in (1, -1) else (c, r)
         sums = jnp.sum(jnp.abs(A), axis=sum_axis, keepdims=True)
-        out = (jnp.max if ord > 0 else jnp.min)(sums, axis=other, keepdims=True)
+        out = jnp.max(sums, axis=other, keepdims=True, initial=0) if ord > 0 else jnp.min(sums, axis=other, keepdims=True)
         out = jnp.squeeze(out, (r, c))
     else:
         raise ValueError(f"linalg.matrix_norm: unsupported ord {ord!r}")
@@ -396,7 +397,15 @@ def aten_linalg_lstsq(self, b, rcond=None, *, driver=None):
 @aten("linalg_lu.default")
 def aten_linalg_lu(A, *, pivot=True):
     """linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
-    return tuple(jsl.lu(A))
+    # lax's LU takes batches and rectangular matrices (jax.scipy's only single square ones):
+    # A[..., perm, :] = L U, so P = onehot(perm)^T gives A = P L U.
+    m, n = A.shape[-2:]
+    k = min(m, n)
+    lu, _, perm = lax.linalg.lu(A)
+    lower = jnp.tril(lu[..., :, :k], -1) + jnp.eye(m, k, dtype=A.dtype)
+    upper = jnp.triu(lu[..., :k, :])
+    p = jnp.swapaxes(jax.nn.one_hot(perm, m, dtype=A.dtype), -1, -2)
+    return p, lower, upper
 
 
 @aten("linalg_lu_factor.default", "linalg_lu_factor_ex.default")
@@ -478,7 +487,7 @@ def aten_linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     axes = tuple(range(x.ndim)) if dim is None else tuple(d % x.ndim for d in dim)
     p = 2.0 if ord is None else float(ord)
     if p == math.inf:
-        out = jnp.max(a, axis=axes, keepdims=keepdim)
+        out = jnp.max(a, axis=axes, keepdims=keepdim, initial=0)  # 0 for an empty vector, as PyTorch
     elif p == -math.inf:
         out = jnp.min(a, axis=axes, keepdims=keepdim)
     elif p == 0:

@@ -558,6 +558,23 @@ def aten_repeat(self, repeats):
     return jnp.tile(self, tuple(int(r) for r in repeats))
 
 
+@aten("repeat_interleave.self_int", "repeat_interleave.self_Tensor")
+def aten_repeat_interleave(self, repeats, dim=None, *, output_size=None):
+    """repeat_interleave.self_Tensor(Tensor self, Tensor repeats, int? dim=None, *, SymInt? output_size=None) -> Tensor"""
+    if dim is None:
+        self, dim = self.reshape(-1), 0
+    if hasattr(repeats, "shape") and repeats.ndim == 1 and repeats.shape[0] == 1:
+        repeats = repeats.reshape(())  # one count for every element, as PyTorch broadcasts it
+    # Tensor counts without output_size make the length value-dependent: eager only.
+    return jnp.repeat(self, repeats, axis=dim, total_repeat_length=output_size)
+
+
+@aten("repeat_interleave.Tensor")
+def aten_repeat_interleave_tensor(repeats, *, output_size=None):
+    """repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor"""
+    return jnp.repeat(jnp.arange(repeats.shape[0], dtype=repeats.dtype), repeats, total_repeat_length=output_size)
+
+
 @aten("replication_pad1d.default", "replication_pad2d.default", "replication_pad3d.default")
 def aten_replication_pad(self, padding):
     """replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
