@@ -46,6 +46,11 @@ TOLERANCES = {
 
 #: Looser (rtol, atol) for some (op, dtype), each with its reason; keyed like TOLERANCES.
 TOLERANCE_OVERRIDES = {
+    ("nn.functional.scaled_dot_product_attention", torch.float32): (
+        (1e-5, 5e-5),
+        "softmax and the two contractions summed in another order: 3 samples (both paths) land "
+        "1.3e-5 to 2.9e-5 from PyTorch",
+    ),
     ("nn.functional.conv2d", torch.float32): (
         (1e-5, 3e-5),
         "large depthwise sums: float32 accumulation order differs (both ~1.3e-5 from float64)",

@@ -12,9 +12,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         "torch_nn._linear_cross_entropy_batch_chunked_no_reduction is a custom op with no "
         "decomposition; no lowering yet"
     ),
-    "nn.functional.scaled_dot_product_attention": (
-        "samples with dropout_p > 0 draw a random dropout mask; " + _NO_RNG_MATCH
-    ),
     "nn.functional.multi_head_attention_forward:*:core": (
         "training-mode samples with dropout_p=0.5 draw a random mask; " + _NO_RNG_MATCH
     ),
