@@ -101,7 +101,7 @@ class TrainStep:
         buffers = {k: v for k, v in params.items() if k not in self.trainable_names}
         key = jax.random.key(rng) if isinstance(rng, int) else rng
         state = TrainState(trainable, buffers, self.optimizer.init(trainable), key, jnp.zeros((), jnp.int32))
-        from .sharding import follow_params
+        from .sharding import follow_params  # imported here: sharding imports this module
 
         return follow_params(state)  # params jaxport.shard placed: the rest joins their mesh
 
