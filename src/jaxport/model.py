@@ -45,6 +45,29 @@ def _check_input(x, spec: Input, hint: str = "") -> None:
         )
 
 
+def flatten_by_name(names: Sequence[str]) -> Callable[[tuple, dict], list]:
+    """Inputs given by position, then by name, as a flat list in `names` order: how models whose
+    inputs are named graph inputs (ONNX, a reloaded export) take them."""
+    names = list(names)
+
+    def flatten(args: tuple, kwargs: dict) -> list:
+        if len(args) > len(names):
+            raise InputError(f"the model takes {len(names)} input(s) ({', '.join(names)}); got {len(args)}")
+        values = dict(zip(names, args))
+        for key, value in kwargs.items():
+            if key not in names:
+                raise InputError(f"the model has no input '{key}'; its inputs are {', '.join(names)}")
+            if key in values:
+                raise InputError(f"input '{key}' given twice")
+            values[key] = value
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise InputError(f"missing input(s): {', '.join(missing)} (the model takes {', '.join(names)})")
+        return [values[n] for n in names]
+
+    return flatten
+
+
 class JaxModel:
     """A converted model.
 

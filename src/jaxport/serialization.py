@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .errors import InputError, SerializationError
-from .model import JaxModel, _as_jax
+from .model import JaxModel, _as_jax, flatten_by_name
 from .program import interpret
 
 EXPORT_FILE = "model.jaxexport"
@@ -95,7 +95,7 @@ class ExportedModel:
         self.output_names = tuple(output_names)
         self.output_tree = output_tree
         self.name = name
-        self._flatten_inputs = flatten_inputs or self._flatten_by_name
+        self._flatten_inputs = flatten_inputs or flatten_by_name(self.input_names)
         if build_outputs is None:
             build_outputs = (list if output_tree is None
                              else lambda flat: _decode_tree(output_tree, flat))
@@ -103,24 +103,6 @@ class ExportedModel:
         # An eager Exported.call re-dispatches the whole program each time (~20 ms); jitted, it
         # is compiled once per input shape.
         self._call = jax.jit(exported.call)
-
-    def _flatten_by_name(self, args: tuple, kwargs: dict) -> list:
-        """Flat inputs given by position, then by input name (for a loaded artifact)."""
-        names = self.input_names
-        if len(args) > len(names):
-            raise InputError(f"{self.name} takes {len(names)} input(s) ({', '.join(names)}), "
-                             f"got {len(args)} positional")
-        given = dict(zip(names, args))
-        for key, value in kwargs.items():
-            if key not in names:
-                raise InputError(f"unexpected input '{key}'; the inputs are {', '.join(names)}")
-            if key in given:
-                raise InputError(f"input '{key}' given twice")
-            given[key] = value
-        missing = [n for n in names if n not in given]
-        if missing:
-            raise InputError(f"missing input(s) {', '.join(missing)}; the inputs are {', '.join(names)}")
-        return [given[n] for n in names]
 
     def _check(self, leaves: list) -> list:
         """Inputs as JAX arrays, checked by name against the exported shapes and dtypes."""

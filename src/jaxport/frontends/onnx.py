@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, ModelFileError, UnsupportedDtypeError
-from ..model import JaxModel
+from ..errors import ModelFileError, UnsupportedDtypeError
+from ..model import JaxModel, flatten_by_name
 from ..ops import registry
 from ..program import Input, Node, Program, Ref, Subgraph, TensorSpec
 
@@ -350,27 +350,6 @@ def to_program(model) -> tuple[Program, dict[str, np.ndarray]]:
     return program, params
 
 
-def _input_flattener(inputs: list[Input]):
-    names = [i.name for i in inputs]
-
-    def flatten(args: tuple, kwargs: dict) -> list:
-        if len(args) > len(names):
-            raise InputError(f"the model takes {len(names)} input(s) ({', '.join(names)}); got {len(args)}")
-        values = dict(zip(names, args))
-        for key, value in kwargs.items():
-            if key not in names:
-                raise InputError(f"the model has no input '{key}'; its inputs are {', '.join(names)}")
-            if key in values:
-                raise InputError(f"input '{key}' given twice")
-            values[key] = value
-        missing = [n for n in names if n not in values]
-        if missing:
-            raise InputError(f"missing input(s): {', '.join(missing)} (the model takes {', '.join(names)})")
-        return [values[n] for n in names]
-
-    return flatten
-
-
 def _build_outputs(flat: list):
     return flat[0] if len(flat) == 1 else tuple(flat)
 
@@ -394,7 +373,7 @@ def from_onnx(model: Any, *, name: str | None = None) -> JaxModel:
         program,
         {key: jnp.asarray(value) for key, value in params.items()},
         parameter_names=list(params),
-        flatten_inputs=_input_flattener(program.user_inputs),
+        flatten_inputs=flatten_by_name([i.name for i in program.user_inputs]),
         build_outputs=_build_outputs,
         name=name,
     )
