@@ -51,6 +51,12 @@ TOLERANCE_OVERRIDES = {
         "softmax and the two contractions summed in another order: 3 samples (both paths) land "
         "1.3e-5 to 2.9e-5 from PyTorch",
     ),
+    ("fft.hfft2", torch.float32): (
+        (1e-5, 5e-5),
+        "XLA's CPU FFT (DUCC) and PyTorch's pocketfft round differently: one sample over three "
+        "dims with outputs up to 251 lands 3.1e-5 from PyTorch (jaxport 4.0e-5, PyTorch 2.2e-5 "
+        "from float64)",
+    ),
     ("nn.functional.conv2d", torch.float32): (
         (1e-5, 3e-5),
         "large depthwise sums: float32 accumulation order differs (both ~1.3e-5 from float64)",
@@ -86,6 +92,15 @@ HALF_ACCURACY_REFERENCE = {
     "nn.functional.conv_transpose3d": "transposed convolution accumulates (col2im) in half",
     "nn.functional.hinge_embedding_loss": "the composite rounds each step to half before the mean",
     "nn.functional.instance_norm": "the composite (batch_norm over a (1, N*C, ...) view) rounds to half",
+    "grid_sampler_2d": "the CPU kernel computes coordinates, weights and sums in half, rounding "
+    "each step (jaxport computes in float32)",
+    "grid_sampler_3d": "the CPU kernel computes coordinates, weights and sums in half, rounding "
+    "each step (jaxport computes in float32)",
+    "linalg.multi_dot": "each intermediate product is rounded to half, and PyTorch picks its own "
+    "multiplication order",
+    "linalg.vecdot": "the composite rounds each elementwise product to half before summing",
+    "nn.functional.grid_sample": "the CPU kernel computes coordinates, weights and sums in half, "
+    "rounding each step (jaxport computes in float32)",
     "matrix_exp": "the CPU kernel evaluates its series in half precision and overflows to NaN "
     "where the float64 result is ~9e4",
     "nn.functional.linear_cross_entropy": "the composite rounds the logits and each log-softmax step "
@@ -103,6 +118,14 @@ HALF_ACCURACY_REFERENCE = {
     "nn.functional.interpolate.bicubic": "the CPU kernel rounds intermediate sums to half",
     "nn.functional.interpolate.linear": "the CPU kernel rounds intermediate interpolations to half",
     "nn.functional.interpolate.trilinear": "the CPU kernel rounds intermediate interpolations to half",
+}
+
+#: Ops whose float32 results are ill-conditioned in their inputs, so that any two summation
+#: orders disagree beyond the usual tolerance; judged like HALF_ACCURACY_REFERENCE.
+FLOAT32_ACCURACY_REFERENCE = {
+    "nn.functional.multi_head_attention_forward": "OpInfo's projections give attention logits in "
+    "the hundreds, so a last-ulp change in a logit moves softmax weights by ~1e-5 and outputs near "
+    "1000 by up to 0.02 (4 samples: jaxport 0.0087, PyTorch 0.012 from float64)",
 }
 
 #: Ops whose outputs are random or uninitialised: only shapes and dtypes are compared.
@@ -338,11 +361,13 @@ def _as_accurate_as_torch(module, tensors, actual, expected, dtype) -> str:
 
 def _judge(op, sample, dtype, actual, expected, values: bool) -> str:
     """Why `actual` does not match PyTorch's `expected` (empty if it does), with the harness's
-    per-op tolerances and half-precision references applied."""
+    per-op tolerances and float64 references applied."""
     override = TOLERANCE_OVERRIDES.get((opinfo_id(op), dtype))
     why = _compare(actual, expected, dtype, values, override[0] if override else None,
                    _output_checks(op, sample))
-    if why and dtype in (torch.float16, torch.bfloat16) and opinfo_id(op) in HALF_ACCURACY_REFERENCE:
+    referenced = (HALF_ACCURACY_REFERENCE if dtype in (torch.float16, torch.bfloat16)
+                  else FLOAT32_ACCURACY_REFERENCE if dtype == torch.float32 else {})
+    if why and opinfo_id(op) in referenced:
         module, tensors = _sample_module(op, sample)
         closer = _as_accurate_as_torch(module, tensors, actual, expected, dtype)
         why = closer and f"{why} ({closer})"
@@ -358,13 +383,22 @@ def _run_torch(module, tensors, *, seed: int) -> list:
 def _draws_random(model, inputs) -> bool:
     """Whether jaxport's output changes with its random key (dropout in a training-mode
     sample, a randomized algorithm). OpInfo seeds PyTorch's draws, but no two libraries'
-    generators agree, so such values are compared by shape and dtype only."""
+    generators agree, so such values are compared by shape and dtype only.
+
+    Several keys are tried because two can agree by chance: attention that puts its weight on
+    one or two keys per row leaves only a few dropout draws that matter.
+    """
     if not any(registry.random_keyword(op) for op in model.program.ops()):
         return False
-    outputs = [interpret(model.program, model.params, inputs, rng=jax.random.key(seed))[0]
-               for seed in (0, 1)]
-    return any(not np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
-               for a, b in zip(*outputs))
+
+    def run(seed):
+        return interpret(model.program, model.params, inputs, rng=jax.random.key(seed))[0]
+
+    first = run(0)
+    return any(
+        not np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
+        for seed in range(1, 8) for a, b in zip(first, run(seed))
+    )
 
 
 def run_sample(op, sample, dtype, *, decompose: str = "auto") -> Outcome:

@@ -18,6 +18,7 @@ from tests.opinfo import harness
 from tests.opinfo.expected_failures import expected_failure
 from tests.opinfo.harness import (
     EAGER_ONLY,
+    FLOAT32_ACCURACY_REFERENCE,
     HALF_ACCURACY_REFERENCE,
     SIGN_FREE_VECTORS,
     TIE_ORDER_INDICES,
@@ -138,6 +139,9 @@ def summarize(rows: list[dict], level: str) -> str:
     for op, reason in sorted(HALF_ACCURACY_REFERENCE.items()):
         out.append(f"| {op} | float16/bfloat16: if not within tolerance, at least as close as "
                    f"PyTorch to the float64 result, element by element | PyTorch: {reason} |")
+    for op, reason in sorted(FLOAT32_ACCURACY_REFERENCE.items()):
+        out.append(f"| {op} | float32: if not within tolerance, at least as close as PyTorch to "
+                   f"the float64 result, element by element | {reason} |")
     for (op, dtype), (tolerance, reason) in sorted(TOLERANCE_OVERRIDES.items(), key=str):
         out.append(f"| {op} | {str(dtype)[6:]}: rtol, atol = {tolerance} | {reason} |")
     for op, reason in sorted(UNCHECKED_VALUES.items()):

@@ -336,7 +336,9 @@ def _reflect(coord, twice_low, twice_high):
     span = (twice_high - twice_low) / 2
     coord = jnp.abs(coord - low)
     extra = jnp.fmod(coord, span)
-    flips = jnp.floor(coord / span)
+    # Not floor(coord / span): XLA may divide by the constant span as a multiplication by its
+    # reciprocal, and 22 * (1/22) floors to 0. coord - extra is a whole number of spans.
+    flips = jnp.round((coord - extra) / span)
     return jnp.where(jnp.fmod(flips, 2) == 0, extra + low, span - extra + low)
 
 
@@ -371,9 +373,11 @@ def _gather_taps(x, coords, sizes):
 
 
 def _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners):
-    # PyTorch's CPU fallback for float16/bfloat16 grid sampling computes in that dtype.
-    compute = input.dtype
-    x, grid = input, grid.astype(compute)
+    # PyTorch's CPU kernel computes half-precision coordinates, weights and sums in half, rounding
+    # every step; XLA fuses those steps and rounds differently, so matching PyTorch bit for bit is
+    # out of reach. Computing in float32 instead lands closer to the exact result than PyTorch does.
+    compute = np.dtype(_index_dtype(input.dtype))
+    x, grid = input.astype(compute), grid.astype(compute)
     nd = input.ndim - 2
     sizes = input.shape[2:]
     # grid's last dim is (x, y[, z]): reversed relative to the spatial dims (…, H, W).
