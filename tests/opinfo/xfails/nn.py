@@ -1,7 +1,5 @@
 """Expected OpInfo failures owned by the nn family: {"opinfo_id" or "opinfo_id:torch.dtype": reason}."""
 
-_NO_RNG_MATCH = "JAX's RNG cannot reproduce PyTorch's stream"
-
 EXPECTED_FAILURES: dict[str, str] = {
     "nn.functional.ctc_loss:*:eager": "no lowering yet for aten._ctc_loss, which PyTorch's eager ctc_loss "
     "calls for the (log_probs, targets) layouts of two of the samples",
@@ -11,8 +9,5 @@ EXPECTED_FAILURES: dict[str, str] = {
     "nn.functional.linear_cross_entropy.chunked_none": (
         "torch_nn._linear_cross_entropy_batch_chunked_no_reduction is a custom op with no "
         "decomposition; no lowering yet"
-    ),
-    "nn.functional.multi_head_attention_forward:*:core": (
-        "training-mode samples with dropout_p=0.5 draw a random mask; " + _NO_RNG_MATCH
     ),
 }
