@@ -3,7 +3,7 @@
 `scaled_dot_product_attention` maps onto `jax.nn.dot_product_attention`, which
 XLA (and cuDNN on GPUs) implements as one fused op. PyTorch's layout is
 (..., heads, seq, dim); JAX's is (batch, seq, heads, dim), so 4-D inputs are
-transposed around the call. Dropout, float16, and ranks other than 4 take the
+transposed around the call. Dropout, float16/bfloat16, and ranks other than 4 take the
 explicit softmax(QK^T)V form.
 
 Fully masked rows follow PyTorch's CPU kernels (math `_safe_softmax` and the flash
@@ -56,7 +56,8 @@ def _masked_scores(query, key, attn_mask, is_causal, scale):
         if attn_mask.dtype == jnp.bool_:
             scores = jnp.where(attn_mask, scores, -jnp.inf)
         else:
-            scores = scores + attn_mask.astype(jnp.promote_types(attn_mask.dtype, compute))
+            # A float mask is float32 or the query's dtype (PyTorch checks): this only widens.
+            scores = scores + attn_mask.astype(compute)
     return scores
 
 
@@ -94,18 +95,18 @@ def aten_scaled_dot_product_attention(
     query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False, key_rng=None
 ):
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
-    # float16 stays off the fast path: jax.nn.dot_product_attention asks for the F16_F16_F32
-    # dot algorithm, which XLA:CPU rejects when compiling under jit; the explicit path computes
-    # the same (float16 products accumulated in float32, softmax in float32).
-    if dropout_p == 0.0 and query.ndim == 4 and query.dtype in (jnp.float32, jnp.bfloat16):
+    # Half precision stays off the fast path: for float16, jax.nn.dot_product_attention asks for
+    # the F16_F16_F32 dot algorithm, which XLA:CPU rejects under jit; for bfloat16 it mixes in
+    # float32 constants, which fails under strict dtype promotion. The explicit path computes
+    # the same (half products accumulated in float32, softmax in float32).
+    if dropout_p == 0.0 and query.ndim == 4 and query.dtype == jnp.float32:
         bias = mask = live = None
         if attn_mask is not None:
             live = _live_rows(query, key, attn_mask, is_causal)
             if attn_mask.dtype == jnp.bool_:
                 mask = attn_mask
             else:
-                # float32 (opmath) like PyTorch: a float32 finfo.min mask must not become -inf in half.
-                bias = attn_mask.astype(jnp.promote_types(attn_mask.dtype, jnp.float32))
+                bias = attn_mask.astype(jnp.float32)
                 if is_causal:
                     # JAX masks causal positions with -0.7 * finfo.max, which outweighs a finfo.min
                     # bias; PyTorch masks them with -inf. Fold the causal mask into the bias.
