@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import jaxport
+from jaxport import _torch_utils as tu
 from jaxport.ops.aten.attention import aten__scaled_dot_product_flash_attention_for_cpu
 
 
@@ -30,6 +31,9 @@ def _qkv(heads_q=4, heads_kv=4, seq_q=5, seq_k=7, dim=8):
             torch.randn(2, heads_kv, seq_k, dim, generator=g))
 
 
+DTYPES = {"float32": (torch.float32, 1e-5), "float16": (torch.float16, 2e-3), "bfloat16": (torch.bfloat16, 2e-2)}
+
+
 CASES = {
     "plain": ({}, None),
     "causal": ({"is_causal": True}, None),
@@ -41,21 +45,26 @@ CASES = {
 }
 
 
+@pytest.mark.usefixtures("x64_strict")  # half inputs must not meet float32 by implicit promotion
+@pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("case", list(CASES))
-def test_sdpa_matches_pytorch(case):
+def test_sdpa_matches_pytorch(case, dtype):
+    torch_dtype, tol = DTYPES[dtype]
     options, mask_kind = CASES[case]
     q, k, v = _qkv(heads_kv=2 if options.get("enable_gqa") else 4, seq_k=5 if options.get("is_causal") else 7)
-    args = [q, k, v]
+    args = [t.to(torch_dtype) for t in (q, k, v)]
     if mask_kind == "bool":
         mask = torch.rand(2, 1, q.shape[2], k.shape[2], generator=torch.Generator().manual_seed(1)) > 0.3
         mask[..., 0] = True  # no fully masked rows
         args.append(mask)
     elif mask_kind == "float":
-        args.append(torch.randn(1, 4, q.shape[2], k.shape[2]))
+        args.append(torch.randn(1, 4, q.shape[2], k.shape[2]).to(torch_dtype))
     module = Attention(**options).eval()
     model = jaxport.from_torch(module, tuple(args))
     assert "aten.scaled_dot_product_attention.default" in model.program.ops()
-    np.testing.assert_allclose(np.asarray(model(*args)), module(*args).numpy(), rtol=1e-5, atol=1e-5)
+    actual = model(*args)
+    assert actual.dtype == tu.numpy_dtype(torch_dtype)
+    np.testing.assert_allclose(np.asarray(actual, np.float32), module(*args).float().numpy(), rtol=tol, atol=tol)
 
 
 # --- fully masked rows ------------------------------------------------------------------
@@ -68,7 +77,6 @@ def test_sdpa_matches_pytorch(case):
 #       scores: uniform (the mean of V) in float32/bfloat16, where finfo.min absorbs the
 #       scores; in float16 (-65504, added in float32) the unmasked attention.
 
-DTYPES = {"float32": (torch.float32, 1e-5), "float16": (torch.float16, 2e-3), "bfloat16": (torch.bfloat16, 2e-2)}
 
 
 def _allowed(batch, seq_q, seq_k):
