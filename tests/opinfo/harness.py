@@ -80,18 +80,8 @@ TOLERANCE_OVERRIDES = {
 HALF_ACCURACY_REFERENCE = {
     "_segment_reduce.lengths": "segment sums accumulate sequentially in half precision",
     "_segment_reduce.offsets": "segment sums accumulate sequentially in half precision",
-    "div.trunc_rounding": "the vectorized CPU kernel rounds the quotient to half before truncating "
-    "(139.0 for -8.4766 / -0.0610, where its scalar path and float64 give 138)",
-    "nn.functional.adaptive_avg_pool3d": "the CPU kernel rounds intermediate sums to half",
-    "nn.functional.bilinear": "the composite (_trilinear) rounds the first product to half before "
-    "the second contraction",
-    "nn.functional.binary_cross_entropy_with_logits": "the composite rounds each step (log-sigmoid, "
-    "weight products) to half",
-    "nn.functional.conv_transpose1d": "transposed convolution accumulates (col2im) in half",
-    "nn.functional.conv_transpose2d": "transposed convolution accumulates (col2im) in half",
-    "nn.functional.conv_transpose3d": "transposed convolution accumulates (col2im) in half",
-    "nn.functional.hinge_embedding_loss": "the composite rounds each step to half before the mean",
-    "nn.functional.instance_norm": "the composite (batch_norm over a (1, N*C, ...) view) rounds to half",
+    "div.trunc_rounding": "the vectorized CPU kernel rounds the quotient to half before "
+    "truncating (139.0 for -8.4766 / -0.0610, where its scalar path and float64 give 138)",
     "grid_sampler_2d": "the CPU kernel computes coordinates, weights and sums in half, rounding "
     "each step (jaxport computes in float32)",
     "grid_sampler_3d": "the CPU kernel computes coordinates, weights and sums in half, rounding "
@@ -99,12 +89,29 @@ HALF_ACCURACY_REFERENCE = {
     "linalg.multi_dot": "each intermediate product is rounded to half, and PyTorch picks its own "
     "multiplication order",
     "linalg.vecdot": "the composite rounds each elementwise product to half before summing",
-    "nn.functional.grid_sample": "the CPU kernel computes coordinates, weights and sums in half, "
-    "rounding each step (jaxport computes in float32)",
     "matrix_exp": "the CPU kernel evaluates its series in half precision and overflows to NaN "
     "where the float64 result is ~9e4",
-    "nn.functional.linear_cross_entropy": "the composite rounds the logits and each log-softmax step "
+    "nn.functional.adaptive_avg_pool3d": "the CPU kernel rounds intermediate sums to half",
+    "nn.functional.bilinear": "the composite (_trilinear) rounds the first product to half before "
+    "the second contraction",
+    "nn.functional.binary_cross_entropy_with_logits": "the composite rounds each step "
+    "(log-sigmoid, weight products) to half",
+    "nn.functional.conv_transpose1d": "transposed convolution accumulates (col2im) in half",
+    "nn.functional.conv_transpose2d": "transposed convolution accumulates (col2im) in half",
+    "nn.functional.conv_transpose3d": "transposed convolution accumulates (col2im) in half",
+    "nn.functional.grid_sample": "the CPU kernel computes coordinates, weights and sums in half, "
+    "rounding each step (jaxport computes in float32)",
+    "nn.functional.hinge_embedding_loss": "the composite rounds each step to half before the mean",
+    "nn.functional.instance_norm": "the composite (batch_norm over a (1, N*C, ...) view) rounds "
     "to half",
+    "nn.functional.interpolate.area": "area interpolation is adaptive average pooling, whose CPU "
+    "kernel rounds intermediate sums to half",
+    "nn.functional.interpolate.bicubic": "the CPU kernel rounds intermediate sums to half",
+    "nn.functional.interpolate.linear": "the CPU kernel rounds intermediate interpolations to half",
+    "nn.functional.interpolate.trilinear": "the CPU kernel rounds intermediate interpolations to "
+    "half",
+    "nn.functional.linear_cross_entropy": "the composite rounds the logits and each log-softmax "
+    "step to half",
     "nn.functional.linear_cross_entropy.chunked": "the composite rounds the logits and each "
     "log-softmax step to half",
     "nn.functional.linear_cross_entropy.chunked_none": "the composite rounds the logits and each "
@@ -113,11 +120,6 @@ HALF_ACCURACY_REFERENCE = {
     "nn.functional.nll_loss": "the weighted sum and its normalization accumulate in half",
     "nn.functional.poisson_nll_loss": "the composite rounds each step (exp, products, Stirling "
     "term) to half",
-    "nn.functional.interpolate.area": "area interpolation is adaptive average pooling, whose CPU "
-    "kernel rounds intermediate sums to half",
-    "nn.functional.interpolate.bicubic": "the CPU kernel rounds intermediate sums to half",
-    "nn.functional.interpolate.linear": "the CPU kernel rounds intermediate interpolations to half",
-    "nn.functional.interpolate.trilinear": "the CPU kernel rounds intermediate interpolations to half",
 }
 
 #: Ops whose float32 results are ill-conditioned in their inputs, so that any two summation
