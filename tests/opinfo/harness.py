@@ -20,7 +20,6 @@ import torch.utils._pytree as pytree
 import jaxport
 from jaxport import _torch_utils as tu
 from jaxport.errors import ExportError, LoweringError, UnsupportedOpsError
-from jaxport.ops import registry
 from jaxport.program import interpret
 
 #: dtypes the conformance suite tests when the op supports them.
@@ -390,7 +389,7 @@ def _draws_random(model, inputs) -> bool:
     Several keys are tried because two can agree by chance: attention that puts its weight on
     one or two keys per row leaves only a few dropout draws that matter.
     """
-    if not any(registry.random_keyword(op) for op in model.program.ops()):
+    if not model.program.random_nodes():  # none, or all switched off (dropout_p=0, train=False)
         return False
 
     def run(seed):
