@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from typing import Any
 
+import jax
+import numpy as np
 import torch
 
 from . import _torch_utils as tu
-from .frontends import torch_export
+from .frontends import hugging_face, torch_export
 from .model import JaxModel
 
 
@@ -45,7 +49,107 @@ def from_torch(
     finally:
         for m, was_training in modes.items():
             m.training = was_training
-    return from_exported_program(ep, decompose=decompose, name=type(module).__name__, training=training)
+    model = from_exported_program(ep, decompose=decompose, name=type(module).__name__, training=training)
+    cache = _returned_cache(ep)
+    if cache is not None and "past_key_values" not in (kwargs or {}):
+        model = CacheFedModel(model, module, cache, decompose=decompose, strict=strict, train=training)
+    return model
+
+
+def _returned_cache(ep: torch.export.ExportedProgram):
+    """The pytree spec of the Hugging Face cache `ep` returns as `past_key_values`, if any."""
+    spec = ep.call_spec.out_spec
+    fields = spec.context if isinstance(spec.context, list) else []
+    if "past_key_values" in fields:
+        child = spec.children()[fields.index("past_key_values")]
+        if hugging_face.is_described(child):
+            return child
+    return None
+
+
+class CacheFedModel(JaxModel):
+    """A Hugging Face model converted without a cache, which returns one (`use_cache=True`) and takes
+    it back: a call with `past_key_values=` (the nested arrays an earlier call returned, or a
+    transformers cache) runs a second program converted for cached steps on first use, with the
+    cache length dynamic, and the same `params`. A call with a different number of new tokens
+    converts once more."""
+
+    def __init__(self, base: JaxModel, module: torch.nn.Module, cache_spec, **convert_options):
+        self.__dict__.update(base.__dict__)
+        self._module = module
+        self._cache_spec = cache_spec
+        self._convert_options = convert_options
+        self._steps: list[JaxModel] = []
+
+    def _step_for(self, args: tuple, kwargs: dict) -> JaxModel | None:
+        """The program converted for a cached step with these inputs' sizes; None without a cache."""
+        if kwargs.get("past_key_values") is None:
+            return None
+        for step in self._steps:
+            leaves = step._flatten_inputs(args, kwargs)
+            if all(_admits(x, s) for x, s in zip(leaves, step.program.user_inputs)):
+                return step
+        step = self._convert_step(args, kwargs)
+        self._steps.append(step)
+        return step
+
+    def _convert_step(self, args: tuple, kwargs: dict) -> JaxModel:
+        from transformers.exporters.exporter_dynamo import get_auto_dynamic_shapes
+
+        example = {k: _torch_like(v) for k, v in kwargs.items() if k != "past_key_values"}
+        cache = kwargs["past_key_values"]
+        if not isinstance(cache, self._cache_spec.type):
+            leaves = hugging_face.leaves_from_arrays(
+                self._cache_spec.context, cache, self._cache_spec.num_children, "input 'past_key_values'"
+            )
+            cache = self._cache_spec.unflatten([_torch_like(x) for x in leaves])
+        example["past_key_values"] = cache
+        example_args = tuple(_torch_like(a) for a in args)
+        # Every size dynamic, as transformers' exporter does: torch.export keeps what it must fix.
+        dims = get_auto_dynamic_shapes(example)
+        with _quiet_torch_export():
+            return from_torch(
+                self._module, example_args, example, dynamic_shapes=dims, **self._convert_options
+            )
+
+    def apply_with_updates(self, params, *args, rng=None, **kwargs):
+        step = self._step_for(args, kwargs)
+        if step is None:
+            return super().apply_with_updates(params, *args, rng=rng, **kwargs)
+        return step.apply_with_updates(params, *args, rng=rng, **kwargs)
+
+    def __call__(self, *args, rng=None, **kwargs):
+        step = self._step_for(args, kwargs)
+        if step is None:
+            return super().__call__(*args, rng=rng, **kwargs)
+        return step(*args, rng=rng, **kwargs)
+
+
+def _admits(x, spec) -> bool:
+    """Whether an input of `x`'s shape fits `spec` (dtypes are checked when the program runs)."""
+    return spec.spec is None or not hasattr(x, "shape") or spec.spec.admits(tuple(x.shape))
+
+
+def _torch_like(x):
+    """A torch tensor with `x`'s shape and dtype for tracing (values are not read: `x` may be a tracer)."""
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, (jax.Array, np.ndarray)):
+        return torch.ones(tuple(x.shape), dtype=tu.torch_dtype(x.dtype))
+    return x
+
+
+@contextlib.contextmanager
+def _quiet_torch_export():
+    """torch.export logs a warning for every size it has to keep fixed; with every size marked
+    dynamic that is expected (a single new token stays 1)."""
+    logger = logging.getLogger("torch._export.non_strict_utils")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def from_exported_program(

@@ -118,7 +118,7 @@ class JaxModel:
         self._flatten_inputs = flatten_inputs
         self._build_outputs = build_outputs
         self.jittable = not program.value_dependent_nodes()
-        self._jitted = jax.jit(self.apply) if self.jittable else self.apply
+        self._jitted = jax.jit(self._run) if self.jittable else self._run
         self.strict = False
 
     def split_params(self, params: Mapping[str, Any] | None = None) -> tuple[dict, dict]:
@@ -143,6 +143,11 @@ class JaxModel:
     ) -> tuple[Any, dict]:
         """Like `apply`, also returning `{name: new value}` for the buffers (and inputs) the
         model mutates: BatchNorm's running statistics in training mode."""
+        self._require_rng(rng)
+        flat, updates = self._run(params, self._flatten_inputs(args, kwargs), rng)
+        return self._build_outputs(flat), updates
+
+    def _require_rng(self, rng: jax.Array | None) -> None:
         if rng is None and self.training and self.random_nodes:
             # A silent default key would give every training step the same dropout mask.
             first = self.random_nodes[0]
@@ -151,19 +156,23 @@ class JaxModel:
                 f"({first.op} at {first.where()}; {len(self.random_nodes)} random node(s) in all): "
                 "pass rng=jax.random.key(...), a new key each step"
             )
-        leaves = self._flatten_inputs(args, kwargs)
+
+    def _run(self, params: Mapping[str, Any], leaves: list, rng: jax.Array | None) -> tuple[list, dict]:
+        """The program on flat inputs: pure, and what `__call__` jits."""
         inputs = []
         for x, spec in zip(leaves, self.program.user_inputs):
             x = _as_jax(x, what=f"input '{spec.name}'")
             _check_input(x, spec, self.fixed_shape_hint)
             inputs.append(x)
-        flat, updates = interpret(self.program, params, inputs, strict=self.strict, rng=rng)
-        return self._build_outputs(flat), updates
+        return interpret(self.program, params, inputs, strict=self.strict, rng=rng)
 
     def __call__(self, *args, rng: jax.Array | None = None, **kwargs) -> Any:
-        args = tuple(_as_jax(a, "an input") for a in args)
-        kwargs = {k: _as_jax(v, f"input '{k}'") for k, v in kwargs.items()}
-        return self._jitted(self.params, *args, rng=rng, **kwargs)
+        self._require_rng(rng)
+        # Flattened first, so inputs jax.jit cannot take (a Hugging Face cache object) arrive as arrays.
+        leaves = self._flatten_inputs(args, kwargs)
+        leaves = [_as_jax(x, f"input '{spec.name}'") for x, spec in zip(leaves, self.program.user_inputs)]
+        flat, _updates = self._jitted(self.params, leaves, rng)
+        return self._build_outputs(flat)
 
     def __repr__(self) -> str:
         n = sum(int(np.prod(p.shape)) for p in self.params.values())

@@ -9,6 +9,7 @@ what is still missing after that is reported all at once.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import operator
 import os
@@ -24,9 +25,10 @@ from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from .. import _torch_utils as tu
-from ..errors import ExportError, OpUse, UnsupportedOpsError
+from ..errors import ExportError, InputError, OpUse, UnsupportedOpsError
 from ..ops import registry
 from ..program import Input, Node, Program, Ref, TensorSpec
+from . import hugging_face
 
 
 def export(
@@ -37,13 +39,19 @@ def export(
     dynamic_shapes=None,
     strict: bool = False,
 ) -> ExportedProgram:
-    """`torch.export.export`, with the exporter's reason as the error when it fails."""
+    """`torch.export.export`, with the exporter's reason as the error when it fails. Hugging Face
+    models are traced in transformers' own export context (cache pytrees, export patches)."""
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"from_torch expects a torch.nn.Module, got {type(module).__name__}")
+    if hugging_face.is_model(module):
+        context = hugging_face.exporting(module, kwargs)
+    else:
+        context = contextlib.nullcontext(kwargs)
     try:
-        return torch.export.export(
-            module, tuple(args), kwargs or None, dynamic_shapes=dynamic_shapes, strict=strict
-        )
+        with context as kwargs:
+            return torch.export.export(
+                module, tuple(args), kwargs or None, dynamic_shapes=dynamic_shapes, strict=strict
+            )
     except Exception as e:  # the exporter's many error types all mean "could not capture"
         reason = str(e).strip() or type(e).__name__
         raise ExportError(
@@ -465,6 +473,8 @@ def output_builder(spec) -> Callable[[list], Any]:
         if spec.is_leaf():
             return next(leaves)
         children = [build(child, leaves) for child in spec.children()]
+        if hugging_face.is_described(spec):  # a cache: its arrays in the structure it holds them
+            return hugging_face.arrays(spec.context, children)
         if spec.type in (tuple, list):
             return spec.type(children)
         if spec.type is dict or isinstance(spec.context, (list, tuple)) and all(
@@ -488,8 +498,6 @@ def input_flattener(in_spec, user_inputs: list[Input]) -> Callable[[tuple, dict]
     n_args = args_spec.num_children
 
     def flatten(args: tuple, kwargs: dict) -> list:
-        from ..errors import InputError
-
         names = [u.name for u in user_inputs]
         if len(args) != n_args:
             raise InputError(
@@ -505,10 +513,29 @@ def input_flattener(in_spec, user_inputs: list[Input]) -> Callable[[tuple, dict]
             if unknown:
                 parts.append(f"unexpected keyword input(s) {', '.join(unknown)}")
             raise InputError(f"{'; '.join(parts)}; the model was exported with {kwarg_names}")
-        ordered = {k: kwargs[k] for k in kwarg_names}
-        leaves, spec = torch.utils._pytree.tree_flatten((tuple(args), ordered))
-        if spec != in_spec:
-            raise InputError(f"inputs have structure {spec}, but the model was exported with {in_spec}")
-        return leaves
+        values = list(args) + [kwargs[k] for k in kwarg_names]
+        where = [f"input {i}" for i in range(n_args)] + [f"input '{k}'" for k in kwarg_names]
+        specs = args_spec.children() + kwargs_spec.children()
+        return [leaf for v, s, w in zip(values, specs, where) for leaf in _flatten_like(v, s, w)]
 
     return flatten
+
+
+def _flatten_like(value: Any, spec, where: str) -> list:
+    """`value`'s leaves in the order of `spec`, the structure it was exported with. A Hugging Face
+    cache may come as the torch object or as the nested arrays a converted model returns."""
+    if spec.is_leaf():
+        return [value]
+    if hugging_face.is_described(spec) and not isinstance(value, spec.type):
+        return hugging_face.leaves_from_arrays(spec.context, value, spec.num_children, where)
+    if spec.type in (list, tuple, dict) and type(value) is spec.type:
+        children, context = torch.utils._pytree.SUPPORTED_NODES[spec.type].flatten_fn(value)
+        if len(children) == spec.num_children and (spec.type is not dict or context == spec.context):
+            return [
+                leaf for i, (c, s) in enumerate(zip(children, spec.children()))
+                for leaf in _flatten_like(c, s, f"{where}[{context[i]!r}]" if spec.type is dict else f"{where}[{i}]")
+            ]
+    leaves, got = torch.utils._pytree.tree_flatten(value)
+    if got != spec:
+        raise InputError(f"{where} has structure {got}, but the model was exported with {spec}")
+    return leaves
