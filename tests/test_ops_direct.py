@@ -547,3 +547,26 @@ def test_upsample_bilinear2d_aa(shape, size, align_corners):
     """OpInfo has only 7 float samples, mostly upsampling: add strong downsampling."""
     check("_upsample_bilinear2d_aa.default", randn(*shape), list(size), align_corners)
 
+
+
+# -- complex views (rotary embeddings written with complex numbers: Llama 4) ---------------------
+
+
+def _special_values(*shape):
+    """Random floats with NaN, ±inf and -0.0 among them, which must pass through unchanged."""
+    x = randn(*shape)
+    flat = x.view(-1)
+    for i, v in enumerate([float("nan"), float("inf"), float("-inf"), -0.0][: flat.numel()]):
+        flat[i] = v
+    return x
+
+
+@pytest.mark.parametrize("shape", [(2,), (3, 2), (2, 5, 4, 2), (0, 2), (4, 0, 2)], ids=_id)
+def test_view_as_complex(shape):
+    check("view_as_complex.default", _special_values(*shape))
+
+
+@pytest.mark.parametrize("shape", [(), (3,), (2, 5, 4), (0,)], ids=_id)
+def test_view_as_real(shape):
+    x = torch.complex(_special_values(*shape), randn(*shape))
+    check("view_as_real.default", x)

@@ -788,6 +788,18 @@ def aten_view_dtype(self, dtype):
     return out != 0 if dtype == np.bool_ else out
 
 
+@aten("view_as_complex.default")
+def aten_view_as_complex(self):
+    """view_as_complex(Tensor(a) self) -> Tensor(a)"""
+    return lax.complex(self[..., 0], self[..., 1])
+
+
+@aten("view_as_real.default")
+def aten_view_as_real(self):
+    """view_as_real(Tensor(a) self) -> Tensor(a)"""
+    return jnp.stack([jnp.real(self), jnp.imag(self)], axis=-1)
+
+
 @aten("vsplit.int", "vsplit.array")
 def aten_vsplit(self, sections):
     """vsplit.int(Tensor(a -> *) self, int sections) -> Tensor(a)[]"""
