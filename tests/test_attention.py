@@ -67,6 +67,24 @@ def test_sdpa_matches_pytorch(case, dtype):
     np.testing.assert_allclose(np.asarray(actual, np.float32), module(*args).float().numpy(), rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("case", ["plain", "causal", "bool mask", "gqa"])
+def test_sdpa_values_narrower_than_queries(case):
+    """Multi-head latent attention (DeepSeek-V2, MiniCPM3) attends with 96-wide queries and keys
+    over 64-wide values."""
+    options, mask_kind = CASES[case]
+    g = torch.Generator().manual_seed(3)
+    heads_kv = 2 if options.get("enable_gqa") else 4
+    args = [torch.randn(2, 4, 5, 12, generator=g), torch.randn(2, heads_kv, 5, 12, generator=g),
+            torch.randn(2, heads_kv, 5, 8, generator=g)]
+    if mask_kind == "bool":
+        mask = torch.rand(2, 1, 5, 5, generator=g) > 0.3
+        mask[..., 0] = True
+        args.append(mask)
+    module = Attention(**options).eval()
+    actual = jaxport.from_torch(module, tuple(args))(*args)
+    np.testing.assert_allclose(np.asarray(actual), module(*args).numpy(), rtol=1e-5, atol=1e-5)
+
+
 # --- fully masked rows ------------------------------------------------------------------
 #
 # What torch 2.13 CPU returns (default, math and flash kernels agree) for a query row

@@ -99,7 +99,8 @@ def aten_scaled_dot_product_attention(
     # the F16_F16_F32 dot algorithm, which XLA:CPU rejects under jit; for bfloat16 it mixes in
     # float32 constants, which fails under strict dtype promotion. The explicit path computes
     # the same (half products accumulated in float32, softmax in float32).
-    if dropout_p == 0.0 and query.ndim == 4 and query.dtype == jnp.float32:
+    # jax.nn.dot_product_attention also needs values as wide as queries (MLA models differ).
+    if dropout_p == 0.0 and query.ndim == 4 and query.dtype == jnp.float32 and value.shape[-1] == query.shape[-1]:
         bias = mask = live = None
         if attn_mask is not None:
             live = _live_rows(query, key, attn_mask, is_causal)
