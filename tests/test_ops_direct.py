@@ -570,3 +570,13 @@ def test_view_as_complex(shape):
 def test_view_as_real(shape):
     x = torch.complex(_special_values(*shape), randn(*shape))
     check("view_as_real.default", x)
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((2, 1, 4), (5, 1)), ((), ()), ((0, 3), (3,))], ids=_id)
+def test_polar(shapes):
+    check("polar.default", _special_values(*shapes[0]).abs(), _special_values(*shapes[1]))
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((2, 1, 4), (5, 1)), ((), ()), ((0, 3), (3,))], ids=_id)
+def test_complex(shapes):
+    check("complex.default", _special_values(*shapes[0]), _special_values(*shapes[1]))

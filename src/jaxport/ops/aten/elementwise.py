@@ -273,6 +273,13 @@ def aten_clamp_min(self, min):
     return jnp.maximum(self, min)
 
 
+@aten("complex.default")
+def aten_complex(real, imag):
+    """complex(Tensor real, Tensor imag) -> Tensor"""
+    real, imag = jnp.broadcast_arrays(real, imag)
+    return lax.complex(real, imag)
+
+
 @aten("copysign.Tensor", "copysign.Scalar")
 def aten_copysign(self, other):
     """copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
@@ -544,6 +551,12 @@ def aten_nextafter(self, other):
     """nextafter(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(self, other)
     return jnp.nextafter(self, other)
+
+
+@aten("polar.default")
+def aten_polar(abs, angle):
+    """polar(Tensor abs, Tensor angle) -> Tensor"""
+    return lax.complex(abs * jnp.cos(angle), abs * jnp.sin(angle))
 
 
 @aten("pow.Tensor_Tensor", "pow.Tensor_Scalar", "pow.Scalar")
