@@ -75,6 +75,19 @@ def test_views_of_views_and_slices():
     _same(x, base)
 
 
+def test_views_that_reinterpret_elements():
+    """view_as_complex/view_as_real (complex rotary embeddings) change the element type, so they
+    are computed rather than shared, with PyTorch's values and shapes."""
+    g = torch.Generator().manual_seed(0)
+    base = torch.randn(2, 3, 8, generator=g)
+    angles = torch.polar(torch.ones(3, 4), torch.randn(3, 4, generator=g))
+    results = []
+    for t, f in ((base, angles), (base.to("jax"), angles.to("jax"))):
+        rotated = torch.view_as_real(torch.view_as_complex(t.reshape(2, 3, 4, 2)) * f).flatten(2)
+        results.append(torch.cat([rotated, rotated.view(torch.int32).float()], dim=0))
+    _same(results[1], results[0])
+
+
 def test_out_arguments_fill_and_resize():
     a, b = torch.randn(3), torch.randn(3)
     out = torch.empty(3, device="jax")

@@ -136,6 +136,11 @@ def _view(func, args, kwargs):
     """A view op: PyTorch's geometry from the meta kernel, sharing the base's storage."""
     base = args[0]
     meta = _meta_run(func, args, kwargs)
+    if any(m.dtype != base.dtype for m in (meta if isinstance(meta, (list, tuple)) else [meta])):
+        # A view that reinterprets the elements (view_as_real, view_as_complex, view.dtype) would
+        # need the storage itself reinterpreted; it is computed as a new tensor instead, so a
+        # write through it does not reach its base.
+        return _compute(func, args, kwargs)
 
     def share(m):
         return JaxTensor(base._box, tuple(m.shape), tuple(m.stride()), m.storage_offset(), m.dtype)
