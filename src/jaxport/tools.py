@@ -32,12 +32,22 @@ def file_kind(path: str) -> str:
 
 
 def load_exported_program(path: str):
+    """`torch.export.load(path)`, after registering the pytree types its inputs and outputs name
+    (`_pytree_types`), with torch's logged tracebacks turned into one `ModelFileError` line."""
     import torch
 
-    try:
-        return torch.export.load(path)
-    except Exception as e:  # noqa: BLE001 - a zip, pickle or version error all mean "unreadable"
-        raise ModelFileError(f"{path} is not a readable torch.export archive: {type(e).__name__}: {e}") from None
+    from ._pytree_types import quiet_torch_logs, register_archive_types
+
+    register_archive_types(path)
+    with quiet_torch_logs() as records:
+        try:
+            return torch.export.load(path)
+        except Exception as e:  # noqa: BLE001 - a zip, pickle or version error all mean "unreadable"
+            # torch.export.load logs the real reason and raises "check the warnings above".
+            logged = [r.exc_info[1] for r in records if r.exc_info and r.exc_info[1] is not None]
+            cause = logged[-1] if logged else e
+            reason = " ".join(f"{type(cause).__name__}: {cause}".split())
+            raise ModelFileError(f"{path} is not a readable torch.export archive: {reason}") from None
 
 
 def load_model(path: str):
@@ -315,10 +325,19 @@ def _verify_pt2(path, inputs_npz, rtol, atol, rng) -> Verification:
     else:
         inputs = [_random_input(tuple(d if d is not None else 2 for d in s.spec.shape), np.dtype(s.spec.dtype), rng)
                   for s in specs]
-    with torch.no_grad():
-        expected = ep.module()(*[torch.from_numpy(np.ascontiguousarray(x)) for x in inputs])
+    in_spec = ep.call_spec.in_spec
+    # The program's own (args, kwargs): a model exported with keyword inputs refuses positional ones.
+    args, kwargs = (torch.utils._pytree.tree_unflatten(inputs, in_spec)
+                    if in_spec is not None and in_spec.num_leaves == len(inputs) else (inputs, {}))
+    torch_args, torch_kwargs = torch.utils._pytree.tree_map(
+        lambda x: torch.from_numpy(np.ascontiguousarray(x)), (args, kwargs))
+    try:
+        with torch.no_grad():
+            expected = ep.module()(*torch_args, **torch_kwargs)
+    except Exception as e:  # noqa: BLE001 - the reference's failure is reported, not raised
+        raise ModelFileError(f"PyTorch cannot run {path}: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
     flat_expected = [t.numpy() for t in torch.utils._pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
-    actual = model(*inputs)
+    actual = model(*args, **kwargs)
     import jax
 
     flat_actual = jax.tree_util.tree_leaves(actual)
