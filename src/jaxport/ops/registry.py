@@ -14,6 +14,9 @@ F = TypeVar("F", bound=Callable)
 
 #: "aten.add.Tensor" -> lowering. Keys are `str(torch.ops.aten.<op>.<overload>)`.
 ATEN: dict[str, Callable] = {}
+#: Ops other libraries define with `torch.library` in their own namespace -> lowering.
+#: Keys are `str(torch.ops.<namespace>.<op>.<overload>)`: "transformers.grouped_mm_fallback.default".
+CUSTOM: dict[str, Callable] = {}
 #: "operator.getitem" and friends: Python builtins that appear in exported graphs.
 PYTHON: dict[str, Callable] = {}
 #: Ops that draw random numbers -> the keyword their lowering takes a `jax.random` key by.
@@ -52,6 +55,18 @@ def aten(*overloads: str, random: bool | str = False) -> Callable[[F], F]:
         keyword = "key" if random is True else random
         RANDOM.update({f"aten.{name}": keyword for name in overloads})
     return _register(ATEN, "aten.", overloads)
+
+
+def custom(namespace: str, *overloads: str) -> Callable[[F], F]:
+    """Register a lowering for ops a library defines in its own `torch.library` namespace:
+    `@custom("transformers", "grouped_mm_fallback.default")`.
+
+    Such ops reach exported graphs (and the eager frontend) whole, as `aten` ops do; the
+    lowering is named `<namespace>_<op>` and its docstring is the op's schema.
+    """
+    if namespace in ("aten", "prims"):
+        raise ValueError(f"register {namespace} ops with @{namespace}(...)")
+    return _register(CUSTOM, f"{namespace}.", overloads)
 
 
 def prims(*overloads: str) -> Callable[[F], F]:
@@ -121,7 +136,7 @@ def onnx_implementation(op_type: str, domain: str, opset: int) -> int | None:
 def lookup(name: str) -> Callable | None:
     """The lowering registered under `name`, or None."""
     _load_libraries()
-    return ATEN.get(name) or PYTHON.get(name) or ONNX.get(name)
+    return ATEN.get(name) or CUSTOM.get(name) or PYTHON.get(name) or ONNX.get(name)
 
 
 def random_keyword(name: str) -> str | None:
@@ -132,7 +147,7 @@ def random_keyword(name: str) -> str | None:
 
 def registered_names() -> set[str]:
     _load_libraries()
-    return set(ATEN) | set(PYTHON) | set(ONNX)
+    return set(ATEN) | set(CUSTOM) | set(PYTHON) | set(ONNX)
 
 
 _loaded = False

@@ -79,7 +79,7 @@ def _meta_run(func, args, kwargs):
     if meta_kwargs.get("device") is not None:
         meta_kwargs["device"] = "meta"
     try:
-        out = func(*meta_args, **meta_kwargs)
+        out = _META_KERNELS.get(func, func)(*meta_args, **meta_kwargs)
     except NotImplementedError:
         # Ops whose output shape depends on values (nonzero, unique) have no meta kernel.
         return _VALUE_DEPENDENT
@@ -93,6 +93,22 @@ def _meta_run(func, args, kwargs):
         _META_CACHE[key] = out
     return out
 
+
+def _grouped_mm_meta(self, mat2, offs=None, bias=None, out_dtype=None):
+    """`_grouped_mm`'s output: PyTorch's meta kernel accepts only bfloat16, its CPU kernel more."""
+    if self.dim() == 2 and mat2.dim() == 2:
+        shape = (offs.shape[0], self.shape[0], mat2.shape[1])  # groups along the contraction
+    elif self.dim() == 2:
+        shape = (self.shape[0], mat2.shape[-1])
+    elif mat2.dim() == 2:
+        shape = (self.shape[1], mat2.shape[1])
+    else:
+        shape = (self.shape[0], self.shape[1], mat2.shape[-1])
+    return torch.empty(shape, dtype=out_dtype or self.dtype, device="meta")
+
+
+#: Meta kernels PyTorch's own cannot stand in for.
+_META_KERNELS = {torch.ops.aten._grouped_mm.default: _grouped_mm_meta}
 
 #: `_meta_run`'s answer for an op PyTorch cannot run without values.
 _VALUE_DEPENDENT = object()

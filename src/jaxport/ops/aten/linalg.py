@@ -5,6 +5,11 @@ round once, as PyTorch's kernels do; `alpha`/`beta` scaling happens in that
 precision too, and `beta=0` ignores `self` entirely (NaN in it does not leak).
 LAPACK-style results that PyTorch returns alongside (LU factors, pivots, info)
 follow LAPACK's conventions: 1-based int32 pivots, int32 info.
+Grouped products (mixture-of-experts layers: `_grouped_mm`, transformers'
+`grouped_mm_fallback`) take group sizes from the cumulative ends `offs` as
+values, so shapes never depend on them: `lax.ragged_dot` for groups of rows or
+columns, a masked product for groups along K. Rows (or columns) past `offs[-1]`
+are 0, where PyTorch's `_grouped_mm` leaves them uninitialized.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jax import lax
 
-from ..registry import aten
+from ..registry import aten, custom
 from ._promotion import canonical, opmath_type, promote, result_type
 
 
@@ -58,6 +63,22 @@ def _lu_pivots(pivots):
 
 def _info(shape):
     return jnp.zeros(shape, np.int32)
+
+
+def _group_bounds(offs, length):
+    """(starts, ends) of the groups that end at `offs` (cumulative ends) along a dimension of `length`."""
+    ends = jnp.clip(offs.astype(np.int32), 0, length)
+    return jnp.concatenate([jnp.zeros((1,), np.int32), ends])[:-1], ends
+
+
+def _grouped_rows(a, b, offs, dtype):
+    """Row i of `a` (S, K) times `b[g]` (G, K, N) for the group g that row i falls in: (S, N)."""
+    starts, ends = _group_bounds(offs, a.shape[0])
+    sizes = ends - starts
+    out = lax.ragged_dot(a, b.astype(a.dtype), sizes, preferred_element_type=opmath_type(a.dtype))
+    # ragged_dot leaves rows past the last group unspecified (GPU and TPU kernels may skip them).
+    covered = jnp.arange(a.shape[0], dtype=np.int32) < jnp.sum(sizes, dtype=np.int32)
+    return jnp.where(covered[:, None], out, jnp.zeros((), out.dtype)).astype(dtype)
 
 
 def _hermitian(A, UPLO="L"):
@@ -131,6 +152,29 @@ def aten__cdist_forward(x1, x2, p, compute_mode):
         out = jnp.sqrt(jnp.maximum(a_sq - 2 * cross + jnp.swapaxes(b_sq, -1, -2), 0))
     else:
         out = _pnorm_dist(a[..., :, None, :] - b[..., None, :, :], p)
+    return out.astype(dtype)
+
+
+@aten("_grouped_mm.default")
+def aten__grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
+    """_grouped_mm(Tensor self, Tensor mat2, Tensor? offs=None, Tensor? bias=None, ScalarType? out_dtype=None) -> Tensor"""
+    if bias is not None:
+        raise ValueError("_grouped_mm with a bias is not supported (nor by PyTorch's kernels)")
+    dtype = self.dtype if out_dtype is None else out_dtype
+    if self.ndim == 2 and mat2.ndim == 3:  # (S, K) rows grouped by offs, (G, K, N) -> (S, N)
+        return _grouped_rows(self, mat2, offs, dtype)
+    if self.ndim == 3 and mat2.ndim == 2:  # (G, M, K), (K, N) columns grouped by offs -> (M, N)
+        return _grouped_rows(mat2.T, jnp.swapaxes(self, 1, 2), offs, dtype).T
+    compute = opmath_type(self.dtype)
+    if self.ndim == 3:  # (G, M, K), (G, K, N) -> (G, M, N)
+        out = lax.dot_general(self, mat2, (((2,), (1,)), ((0,), (0,))), preferred_element_type=compute)
+    else:  # (M, K), (K, N), K grouped by offs -> (G, M, N)
+        # A masked product: JAX cannot differentiate ragged_dot_general's ragged contraction.
+        starts, ends = _group_bounds(offs, self.shape[1])
+        k = jnp.arange(self.shape[1], dtype=np.int32)
+        mask = (starts[:, None] <= k) & (k < ends[:, None])
+        masked = jnp.where(mask[:, None, :], self[None], jnp.zeros((), self.dtype))
+        out = lax.dot_general(masked, mat2, (((2,), (0,)), ((), ())), preferred_element_type=compute)
     return out.astype(dtype)
 
 
@@ -674,3 +718,12 @@ def aten_triangular_solve(self, A, upper=True, transpose=False, unitriangular=Fa
     a, b = _batch_broadcast(A, self)
     out = jsl.solve_triangular(a, b, trans=int(transpose), lower=not upper, unit_diagonal=unitriangular)
     return out, a
+
+
+# -- other libraries' ops -------------------------------------------------------------------------
+
+
+@custom("transformers", "grouped_mm_fallback.default")
+def transformers_grouped_mm_fallback(input, weight, offs):
+    """grouped_mm_fallback(Tensor input, Tensor weight, Tensor offs) -> Tensor"""
+    return _grouped_rows(input, weight, offs, input.dtype)
