@@ -15,6 +15,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+import torch
 
 import jaxport
 import onnx
@@ -163,6 +164,24 @@ def test_control_flow_becomes_nested_functions(tmp_path, choice):
         np.testing.assert_array_equal(got["arr_0"], (np.arange(3) + 1.5) * (1 if choice else -1))
     source = (case / "model" / "model.py").read_text()
     assert "def repeat_loop_body(" in source and "def choice_if_then_branch(" in source
+
+
+class _Router(torch.nn.Module):
+    """A mixture-of-experts router: topk, whose lowering defines a nested function."""
+
+    def forward(self, x):
+        weights, experts = torch.topk(x.softmax(-1), 2, dim=-1)
+        return weights, experts
+
+
+def test_lowerings_with_nested_functions_are_copied(tmp_path):
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
+    model = jaxport.from_torch(_Router(), (x,))
+    case = _case(tmp_path / "router", model, [jaxport.to_jax(x)], jitted=True)
+    _run([case])
+    with np.load(case / "outputs.npz") as got, np.load(case / "expected.npz") as want:
+        np.testing.assert_array_equal(got["arr_0"], want["arr_0"])
+        np.testing.assert_array_equal(got["arr_1"], want["arr_1"])
 
 
 def test_lists_every_op_it_cannot_write_before_writing(tmp_path):

@@ -59,7 +59,9 @@ def _symbols(source: str) -> tuple[set[str], set[str]]:
         table = stack.pop()
         stack.extend(table.get_children())
         for symbol in table.get_symbols():
-            if symbol.is_global() and not symbol.is_declared_global():
+            # Python 3.11's symtable also calls a nested function's locals global when the function
+            # shares its name with the module's table ("top"), hence the is_local check.
+            if symbol.is_global() and not symbol.is_declared_global() and not symbol.is_local():
                 reads.add(symbol.get_name())
             elif symbol.is_parameter() or symbol.is_assigned() or symbol.is_imported():
                 binds.add(symbol.get_name())
