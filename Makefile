@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test opinfo-report opinfo-full opinfo-eager onnx-report lint bench clean
+.PHONY: setup demo test opinfo-report opinfo-full opinfo-eager onnx-report catalogue lint bench clean
 
 setup: $(STAMP)
 
@@ -54,6 +54,17 @@ opinfo-eager: setup
 		tests/test_opinfo.py --opinfo=$(OPINFO_LEVEL) --opinfo-report=build/eager-$(OPINFO_LEVEL).json \
 		--opinfo-resume || true
 	$(PY) -m tests.opinfo.report build/eager-$(OPINFO_LEVEL).json docs/opinfo-eager.md $(OPINFO_LEVEL)
+
+# Every model type of transformers' auto mappings for six tasks (causal LM, sequence, image and
+# audio classification, seq2seq, speech seq2seq; issue 17), each in its own process: built small
+# from its default config, exported, converted, run on the eager frontend, compared. Resumable: the
+# results so far are committed in $(CATALOGUE_RESULTS) and models recorded there are skipped (the
+# sweep's --rerun-failed / --rerun redo them); regenerates docs/transformers-catalogue.md.
+CATALOGUE_RESULTS := tests/catalogue/results.jsonl
+CATALOGUE_JOBS ?= 2
+catalogue: setup
+	$(PY) -m tests.catalogue.sweep --jobs $(CATALOGUE_JOBS) --results $(CATALOGUE_RESULTS) || true
+	$(PY) -m tests.catalogue.report $(CATALOGUE_RESULTS) docs/transformers-catalogue.md
 
 lint: setup
 	$(PY) -m ruff check src tests benchmarks

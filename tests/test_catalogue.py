@@ -1,0 +1,36 @@
+"""A representative slice of the transformers catalogue sweep (docs/transformers-catalogue.md).
+
+Each case runs `tests.catalogue.harness.check`, the function the sweep runs per model in
+`python -m tests.catalogue.sweep`: the model built from its shrunk default config (seed 0),
+exported, converted and compared, and run on the eager frontend and compared.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.catalogue import harness
+
+REPRESENTATIVE = [
+    ("causal-lm", "llama"),  # use_cache on: the output carries a DynamicCache
+    ("causal-lm", "gpt2"),
+    ("causal-lm", "mixtral"),  # mixture of experts
+    ("causal-lm", "qwen2_moe"),  # experts plus a shared expert
+    ("causal-lm", "olmoe"),
+    ("sequence-classification", "bert"),
+    ("seq2seq-lm", "t5"),
+    ("seq2seq-lm", "bart"),
+    ("speech-seq2seq", "whisper"),
+    ("image-classification", "vit"),
+    ("audio-classification", "wav2vec2"),
+]
+
+
+@pytest.mark.parametrize("task,model_type", REPRESENTATIVE, ids=[f"{t}-{m}" for t, m in REPRESENTATIVE])
+def test_catalogue_model(task, model_type):
+    row = harness.check(task, model_type)
+    stages = row["stages"]
+    for stage in harness.STAGES:
+        result = stages[stage]
+        assert result["status"] == "ok", f"{stage}: {result['status']}: {result.get('error', '')}"
+    assert stages["convert"]["shape"] == stages["eager"]["shape"] == row["output_shape"]
