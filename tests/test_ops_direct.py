@@ -580,3 +580,16 @@ def test_polar(shapes):
 @pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((2, 1, 4), (5, 1)), ((), ()), ((0, 3), (3,))], ids=_id)
 def test_complex(shapes):
     check("complex.default", _special_values(*shapes[0]), _special_values(*shapes[1]))
+
+
+@pytest.mark.parametrize("op", ["_is_all_true.default", "_is_any_true.default"])
+@pytest.mark.parametrize("values", [[True, True], [True, False], [False, False], []], ids=str)
+def test_is_all_or_any_true(op, values):
+    check(op, torch.tensor(values, dtype=torch.bool).reshape(-1, 1))
+
+
+@pytest.mark.parametrize("other", [2.5, "tensor"])
+def test_multiply_alias(other):
+    x = _special_values(3, 4)
+    check("multiply.Tensor" if other == "tensor" else "multiply.Scalar", x,
+          randn(4) if other == "tensor" else other)

@@ -529,7 +529,7 @@ def aten_minimum(self, other):
     return jnp.minimum(self, other)
 
 
-@aten("mul.Tensor", "mul.Scalar")
+@aten("mul.Tensor", "mul.Scalar", "multiply.Tensor", "multiply.Scalar")
 def aten_mul(self, other):
     """mul.Tensor(Tensor self, Tensor other) -> Tensor"""
     dtype = result_type(self, other)

@@ -172,6 +172,18 @@ def _median(x, axis, ignore_nan):
 # -- ops ------------------------------------------------------------------------------------------
 
 
+@aten("_is_all_true.default")
+def aten__is_all_true(self):
+    """_is_all_true(Tensor self) -> Tensor"""
+    return jnp.all(self)
+
+
+@aten("_is_any_true.default")
+def aten__is_any_true(self):
+    """_is_any_true(Tensor self) -> Tensor"""
+    return jnp.any(self)
+
+
 @aten("_log_softmax.default")
 def aten__log_softmax(self, dim, half_to_float):
     """_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
