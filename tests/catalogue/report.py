@@ -50,9 +50,12 @@ def _build_reason(row: dict) -> str:
 
 def _count(built: list[dict], stage: str) -> str:
     """How many of the models that build pass `stage` ("·" when it has not run on any)."""
-    if not any(_status(r, stage) != "not run" for r in built):
+    ran = [r for r in built if _status(r, stage) != "not run"]
+    if not ran:
         return "·"
-    return _pct(sum(_status(r, stage) == "ok" for r in built), len(built))
+    # An unfinished sweep: the share of those that ran, and how many have not.
+    waiting = f", {len(built) - len(ran)} not run" if len(ran) < len(built) else ""
+    return _pct(sum(_status(r, stage) == "ok" for r in ran), len(ran)) + waiting
 
 
 def _pct(n: int, d: int) -> str:
@@ -109,12 +112,13 @@ def summarize(rows: dict[tuple[str, str], dict], command: str) -> str:
         n = len(built)
 
         all_ok = [r for r in built if all(_status(r, s) == "ok" for s in harness.STAGES)]
-        every = _pct(len(all_ok), n) if any(_status(r, "eager") != "not run" for r in built) else "·"
+        finished = [r for r in built if _status(r, "eager") != "not run"]
+        every = _pct(len(all_ok), len(finished)) if finished else "·"
         out.append(f"| {task} | {len(harness.model_types(task))} | {len(task_rows)} | "
                    f"{_pct(n, len(task_rows))} | {_count(built, 'export')} | "
                    f"{_count(built, 'convert')} | {_count(built, 'eager')} | {every} |")
     out.append("")
-    out.append("Percentages after the build column are of the models that build.")
+    out.append("Percentages after the build column are of the models that build and ran that stage.")
     times = sorted(r["stages"]["convert"]["from_torch_seconds"] for r in rows.values()
                    if "from_torch_seconds" in r.get("stages", {}).get("convert", {}))
     if times:
