@@ -72,7 +72,7 @@ class CacheFedModel(JaxModel):
     it back: a call with `past_key_values=` (the nested arrays an earlier call returned, or a
     transformers cache) runs a second program converted for cached steps on first use, with the
     cache length dynamic, and the same `params`. A call with a different number of new tokens
-    converts once more."""
+    converts once more. It keeps a reference to the torch module for that conversion."""
 
     def __init__(self, base: JaxModel, module: torch.nn.Module, cache_spec, **convert_options):
         self.__dict__.update(base.__dict__)
