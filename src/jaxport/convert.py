@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import logging
 from typing import Any
 
 import jax
@@ -11,6 +9,7 @@ import numpy as np
 import torch
 
 from . import _torch_utils as tu
+from ._pytree_types import quiet_torch_logs
 from .frontends import hugging_face, torch_export
 from .model import JaxModel
 
@@ -105,9 +104,10 @@ class CacheFedModel(JaxModel):
             cache = self._cache_spec.unflatten([_torch_like(x) for x in leaves])
         example["past_key_values"] = cache
         example_args = tuple(_torch_like(a) for a in args)
-        # Every size dynamic, as transformers' exporter does: torch.export keeps what it must fix.
+        # Every size dynamic, as transformers' exporter does: torch.export keeps what it must fix,
+        # and logs a warning for each such size (a single new token stays 1), which is expected.
         dims = get_auto_dynamic_shapes(example)
-        with _quiet_torch_export():
+        with quiet_torch_logs():
             return from_torch(
                 self._module, example_args, example, dynamic_shapes=dims, **self._convert_options
             )
@@ -137,19 +137,6 @@ def _torch_like(x):
     if isinstance(x, (jax.Array, np.ndarray)):
         return torch.ones(tuple(x.shape), dtype=tu.torch_dtype(x.dtype))
     return x
-
-
-@contextlib.contextmanager
-def _quiet_torch_export():
-    """torch.export logs a warning for every size it has to keep fixed; with every size marked
-    dynamic that is expected (a single new token stays 1)."""
-    logger = logging.getLogger("torch._export.non_strict_utils")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 def from_exported_program(
