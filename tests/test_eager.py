@@ -42,6 +42,13 @@ def test_factories_and_conversions():
     assert "device='jax:0'" in repr(xj)
 
 
+def test_formatting_matches_cpu_tensors():
+    # A 0-d tensor formats as its number: models key ModuleDicts by f"expert_{index}".
+    assert f"expert_{torch.tensor(3).to('jax')}" == "expert_3"
+    assert f"{torch.tensor(2.5).to('jax'):.3f}" == "2.500"
+    assert f"{torch.tensor([1, 2]).to('jax')}" == "tensor([1, 2], device='jax:0')"
+
+
 def test_ops_keep_pytorch_dtypes_and_promotion():
     i = torch.tensor([1, 2, 3], device="jax")
     assert i.dtype == torch.int64

@@ -194,6 +194,13 @@ class JaxTensor(torch.Tensor):
             suffix += ", requires_grad=True"
         return text[:-1] + suffix + ")" if text.endswith(")") else text
 
+    def __format__(self, format_spec: str) -> str:
+        # torch.Tensor formats a 0-d tensor as its number only when its type is exactly Tensor;
+        # models build names from it (`f"expert_{index[0]}"` in NLLB-MoE, Switch Transformers).
+        if self.dim() == 0:
+            return self.detach().item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
     # PyTorch's C++ indexing turns Python data (a list index, a scalar value) into tensors on the
     # device it sees, meta, where the values are lost; they are made tensors here instead.
 
