@@ -218,6 +218,78 @@ def _rebindable(node: torch.fx.Node) -> bool:
     return isinstance(written, torch.fx.Node) and not _is_view(written)
 
 
+def _scatter(op: str) -> Callable:
+    return lambda base, value, view_args, view_kwargs: (op, (base, value, *view_args), view_kwargs)
+
+
+def _permute_back(base, value, view_args, view_kwargs):
+    dims = [d % len(view_args[0]) for d in view_args[0]]
+    return "aten.permute.default", (value, [dims.index(i) for i in range(len(dims))]), {}
+
+
+#: View ops whose writes have a functional form: (base, new value of the view, the view's other
+#: arguments and keyword arguments) -> (op, args, kwargs) giving the base's new value. Scatters
+#: for views that pick elements; the inverse view for those that only rearrange all of them.
+_WRITE_BACK: dict[str, Callable] = {
+    "aten.as_strided.default": _scatter("aten.as_strided_scatter.default"),
+    "aten.diagonal.default": _scatter("aten.diagonal_scatter.default"),
+    "aten.permute.default": _permute_back,
+    "aten.select.int": _scatter("aten.select_scatter.default"),
+    "aten.slice.Tensor": _scatter("aten.slice_scatter.default"),
+    "aten.t.default": lambda base, value, view_args, view_kwargs: ("aten.t.default", (value,), {}),
+    "aten.transpose.int": lambda base, value, view_args, view_kwargs: ("aten.transpose.int", (value, *view_args), {}),
+    "aten.unsqueeze.default": lambda base, value, view_args, view_kwargs: ("aten.squeeze.dim", (value, *view_args), {}),
+}
+
+
+def view_writes(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:
+    """The in-place writes through views that run exactly as scatters, each with its chain of
+    views (the written one first) down to the tensor they view.
+
+    `t[:, :4] = s` is `t = slice_scatter(t, s, 1, 0, 4)`, which is what functionalization makes
+    of it, without re-tracing the whole program (seconds on a model with many such writes). A
+    write qualifies when each view in its chain has a scatter, the viewed tensor is one the graph
+    computes (an input's mutation would have to be returned), and no other alias of that tensor
+    made before the write is read after it (it would still hold the old values).
+    """
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    writes = {}
+    for node in graph.nodes:
+        if node.op != "call_function" or tu.functional_variant(node.target) is None or _rebindable(node):
+            continue
+        index = tu.written_argument(node.target)
+        chain: list[torch.fx.Node] = []
+        base = node.args[index] if index is not None and index < len(node.args) else None
+        while isinstance(base, torch.fx.Node) and base.op == "call_function" and op_name(base.target) in _WRITE_BACK:
+            chain.append(base)
+            base = base.args[0]
+        if not chain or not isinstance(base, torch.fx.Node) or base.op != "call_function" or _is_view(base):
+            continue
+        stale = [
+            alias for alias in _aliases(base)
+            if alias not in chain and order[alias] < order[node] and any(order[u] > order[node] for u in alias.users)
+        ]
+        if not stale:
+            writes[node] = chain
+    return writes
+
+
+def _aliases(tensor: torch.fx.Node) -> set[torch.fx.Node]:
+    """The nodes that share `tensor`'s memory: its views, their views, in-place results, items."""
+    found: set[torch.fx.Node] = set()
+    todo = [tensor]
+    while todo:
+        node = todo.pop()
+        for user in node.users:
+            shares = user.op == "call_function" and (
+                (_is_view(user) and user.args[:1] == (node,)) or user.target is operator.getitem
+            )
+            if shares and user not in found:
+                found.add(user)
+                todo.append(user)
+    return found
+
+
 # -- arguments -----------------------------------------------------------------------------------
 
 _INLINED_HOPS = {"wrap_with_set_grad_enabled": 1, "wrap_with_autocast": 4}
@@ -232,6 +304,7 @@ class _Translator:
         self.hop_outputs: dict[str, list] = {}
         self.nodes: list[Node] = []
         self.corrected_specs: dict[str, tuple] = {}  # fx node name -> its outputs' specs, put right
+        self.view_writes: dict[torch.fx.Node, list[torch.fx.Node]] = {}  # see `view_writes`
 
     def arg(self, value):
         if isinstance(value, torch.fx.Node):
@@ -261,6 +334,7 @@ class _Translator:
 
     def graph(self, graph: torch.fx.Graph, prefix: str = "") -> list:
         """Translate `graph`'s call_function nodes; returns its output values."""
+        self.view_writes.update(view_writes(graph))
         for node in graph.nodes:
             if node.op == "call_function":
                 self.node(node, prefix)
@@ -281,12 +355,12 @@ class _Translator:
             self.rename[node.name] = self.hop_outputs[node.args[0].name][node.args[1]]
             return
         op = op_name(target)
-        if _rebindable(node):
+        view_chain = self.view_writes.get(node)
+        written = None
+        if _rebindable(node) or view_chain:
             # Run `x.add_(y)` as `add(x, y)`, and let later readers of x read the result.
             op = str(tu.functional_variant(target))
             written = node.args[tu.written_argument(target)]
-        else:
-            written = None
         name = prefix + node.name
         self.nodes.append(
             Node(
@@ -302,8 +376,33 @@ class _Translator:
         )
         if prefix:
             self.rename[node.name] = Ref(name)
-        if written is not None:
+        if view_chain:
+            self.write_back(view_chain, Ref(name), node)
+        elif written is not None:
             self.rename[written.name] = Ref(name)
+
+    def write_back(self, chain: list[torch.fx.Node], value: Ref, write: torch.fx.Node) -> None:
+        """Scatter a view's new value into its base, and that into the base's base, down the
+        chain (see `view_writes`); later readers of each read its new value."""
+        for view in chain:
+            self.rename[view.name] = value
+            base = view.args[0]
+            name = f"{value.name}_into_{base.name}"
+            view_args = [self.arg(a) for a in view.args[1:]]
+            op, args, kwargs = _WRITE_BACK[op_name(view.target)](self.arg(base), value, view_args, self.kwargs(view))
+            self.nodes.append(
+                Node(
+                    name=name,
+                    op=op,
+                    args=args,
+                    kwargs=kwargs,
+                    expected=_spec(base.meta.get("val")),
+                    module_path=_module_path(write),
+                    source=_source(write),
+                )
+            )
+            value = Ref(name)
+        self.rename[base.name] = value
 
     def effectful(self, node: torch.fx.Node, prefix: str) -> None:
         """`with_effects(token, op, *args)` orders side effects; in a pure program it is just `op`."""
@@ -351,19 +450,26 @@ class _Translator:
 
 def _missing_in_graph(ep: ExportedProgram) -> list[OpUse]:
     """Ops without a lowering, and in-place writes into views that only functionalization can run."""
-    names = registry.registered_names()
+    return _missing_in(ep.graph_module, registry.registered_names())
+
+
+def _missing_in(graph_module: torch.fx.GraphModule, names) -> list[OpUse]:
+    writes = view_writes(graph_module.graph)
     uses = []
-    for n in ep.graph.nodes:
+    for n in graph_module.graph.nodes:
         if n.op != "call_function":
             continue
         if isinstance(n.target, torch._ops.HigherOrderOperator):
-            if getattr(n.target, "__name__", "") != "with_effects":
+            hop = getattr(n.target, "__name__", "")
+            if hop in _INLINED_HOPS:
+                uses += _missing_in(getattr(graph_module, n.args[_INLINED_HOPS[hop]].target), names)
+            if hop != "with_effects":
                 continue
             name = op_name(n.args[1])
         else:
             name = op_name(n.target)
         if tu.functional_variant(n.target) is not None:
-            if not _rebindable(n):
+            if not _rebindable(n) and n not in writes:
                 uses.append(OpUse(f"{name} (in-place write through a view)", n.name, _module_path(n), _source(n)))
             elif str(tu.functional_variant(n.target)) not in names:
                 uses.append(OpUse(str(tu.functional_variant(n.target)), n.name, _module_path(n), _source(n)))
