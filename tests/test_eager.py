@@ -126,6 +126,22 @@ def test_manual_seed_makes_random_ops_reproducible():
     assert not torch.equal(b.cpu(), c.cpu())
 
 
+@pytest.mark.parametrize("module", [torch.nn.Dropout(0.5), torch.nn.Dropout(0.2), torch.nn.Dropout1d(0.5)])
+def test_dropout_modules_in_training_mode(module):
+    # The module path calls bernoulli_(0.5), which PyTorch's dispatcher passes as bernoulli_().
+    x = torch.ones(8, 64, 64, device="jax")
+    p = module.p
+    torch.manual_seed(2)
+    y = module.train()(x)
+    torch.manual_seed(2)
+    again = module(x)
+    assert torch.equal(y.cpu(), again.cpu())
+    values = set(y.unique().cpu().tolist())
+    assert values == {0.0, 1 / (1 - p)}, values
+    assert abs((y == 0).float().mean().item() - p) < 0.03
+    assert torch.equal(module.eval()(x).cpu(), x.cpu())
+
+
 def test_module_to_jax_matches_cpu():
     ref = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
                               torch.nn.LazyLinear(5))

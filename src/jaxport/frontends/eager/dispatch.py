@@ -308,6 +308,18 @@ def _kind(func) -> _Kind:
     return entry[1]
 
 
+def _with_defaults(func, args: tuple) -> tuple:
+    """`args` with the trailing positional arguments PyTorch's dispatcher dropped because they
+    equal their defaults (Dropout calls `bernoulli_(0.5)` as `bernoulli_()`): the functional
+    twin may have no default for them (`bernoulli.p`)."""
+    filled = list(args)
+    for argument in [a for a in func._schema.arguments if not a.kwarg_only][len(args):]:
+        if not argument.has_default_value():
+            break
+        filled.append(argument.default_value)
+    return tuple(filled)
+
+
 def dispatch(func, args, kwargs):
     """Run one ATen call on JaxTensors with PyTorch's semantics."""
     # Below the dispatcher, reading a tensor's geometry (t.shape, t.stride()) need not pass
@@ -333,6 +345,8 @@ def _dispatch(func, args, kwargs):
     if written is None:
         return _compute(func, args, kwargs, signature and Sighting(*signature))
     functional = tu.functional_variant(func)
+    if functional is not None:
+        args = _with_defaults(func, args)
     if functional is None:
         functional = tu.functional_variant_by_name(func)
         if functional is not None:  # its arguments in another order: pass them all by name
