@@ -6,8 +6,10 @@ import glob
 import gzip
 import json
 import os
+import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 
@@ -60,6 +62,13 @@ ONNX_RESULTS = ResultRecorder("--onnx-report")
 def pytest_configure(config):
     OPINFO_RESULTS.configure(config)
     ONNX_RESULTS.configure(config)
+
+
+@pytest.fixture
+def rng(request) -> np.random.Generator:
+    """A NumPy generator seeded from the test's own id, so its inputs do not depend on which tests
+    ran before it on the same worker (pytest-randomly shuffles the order on every run)."""
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
 @pytest.fixture

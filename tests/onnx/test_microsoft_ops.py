@@ -25,15 +25,12 @@ def _check(actual, expected, atol=1e-5):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=atol)
 
 
-rng = np.random.default_rng(0)
-
-
-def _f(*shape):
+def _f(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def test_gelu_family():
-    x, b = _f(2, 3, 8), _f(8)
+def test_gelu_family(rng):
+    x, b = _f(rng, 2, 3, 8), _f(rng, 8)
     _check(*_run_both("Gelu", {"X": x}, 1))
     _check(*_run_both("BiasGelu", {"A": x, "B": b}, 1))
     _check(*_run_both("FastGelu", {"X": x, "bias": b}, 1))
@@ -42,9 +39,9 @@ def test_gelu_family():
 
 
 
-def test_bias_add():
+def test_bias_add(rng):
     # onnxruntime has no CPU kernel for BiasAdd (CUDA only): checked against its definition.
-    x, bias, skip = _f(2, 3, 8), _f(8), _f(2, 3, 8)
+    x, bias, skip = _f(rng, 2, 3, 8), _f(rng, 8), _f(rng, 2, 3, 8)
     node = helper.make_node("BiasAdd", ["X", "bias", "skip"], ["Y"], domain=_MS)
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, v.shape)
                                             for n, v in (("X", x), ("bias", bias), ("skip", skip))],
@@ -54,16 +51,16 @@ def test_bias_add():
 
 
 @pytest.mark.parametrize("attrs", [{}, {"transA": 1}, {"transB": 1, "alpha": 0.5}])
-def test_fused_matmul(attrs):
-    a = _f(2, 8, 4) if attrs.get("transA") else _f(2, 4, 8)
-    b = _f(2, 6, 8) if attrs.get("transB") else _f(2, 8, 6)
+def test_fused_matmul(rng, attrs):
+    a = _f(rng, 2, 8, 4) if attrs.get("transA") else _f(rng, 2, 4, 8)
+    b = _f(rng, 2, 6, 8) if attrs.get("transB") else _f(rng, 2, 8, 6)
     _check(*_run_both("FusedMatMul", {"A": a, "B": b}, 1, **attrs))
 
 
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_skip_layer_normalization(with_bias):
-    inputs = {"input": _f(2, 5, 16), "skip": _f(2, 5, 16), "gamma": _f(16), "beta": _f(16),
-              "bias": _f(16) if with_bias else None}
+def test_skip_layer_normalization(rng, with_bias):
+    inputs = {"input": _f(rng, 2, 5, 16), "skip": _f(rng, 2, 5, 16), "gamma": _f(rng, 16), "beta": _f(rng, 16),
+              "bias": _f(rng, 16) if with_bias else None}
     actual, expected = _run_both("SkipLayerNormalization", inputs, 4, epsilon=1e-5)
     _check(actual, expected)
     simple = {"input": inputs["input"], "skip": inputs["skip"], "gamma": inputs["gamma"], "bias": inputs["bias"]}
@@ -71,29 +68,29 @@ def test_skip_layer_normalization(with_bias):
     _check([actual[0], actual[3]], [expected[0], expected[3]])
 
 
-def test_simplified_layer_normalization():
-    actual, expected = _run_both("SimplifiedLayerNormalization", {"X": _f(2, 5, 16), "scale": _f(16)}, 1,
+def test_simplified_layer_normalization(rng):
+    actual, expected = _run_both("SimplifiedLayerNormalization", {"X": _f(rng, 2, 5, 16), "scale": _f(rng, 16)}, 1,
                                  domain="", epsilon=1e-6)
     _check(actual, expected)
 
 
-def test_embed_layer_normalization():
+def test_embed_layer_normalization(rng):
     ids = rng.integers(0, 50, (2, 7)).astype(np.int32)
     segments = rng.integers(0, 2, (2, 7)).astype(np.int32)
     mask = np.ones((2, 7), np.int32)
     mask[1, 4:] = 0
-    inputs = {"input_ids": ids, "segment_ids": segments, "word_embedding": _f(50, 16),
-              "position_embedding": _f(10, 16), "segment_embedding": _f(2, 16), "gamma": _f(16),
-              "beta": _f(16), "mask": mask}
+    inputs = {"input_ids": ids, "segment_ids": segments, "word_embedding": _f(rng, 50, 16),
+              "position_embedding": _f(rng, 10, 16), "segment_embedding": _f(rng, 2, 16), "gamma": _f(rng, 16),
+              "beta": _f(rng, 16), "mask": mask}
     actual, expected = _run_both("EmbedLayerNormalization", inputs, 3, epsilon=1e-12)
     _check(actual, expected)
 
 
 @pytest.mark.parametrize("mask", ["none", "lengths", "2d", "3d"])
 @pytest.mark.parametrize("unidirectional", [0, 1])
-def test_attention(mask, unidirectional):
+def test_attention(rng, mask, unidirectional):
     batch, seq, hidden, heads = 2, 5, 16, 4
-    inputs = {"input": _f(batch, seq, hidden), "weights": _f(hidden, 3 * hidden) * 0.3, "bias": _f(3 * hidden)}
+    inputs = {"input": _f(rng, batch, seq, hidden), "weights": _f(rng, hidden, 3 * hidden) * 0.3, "bias": _f(rng, 3 * hidden)}
     if mask == "lengths":
         inputs["mask_index"] = np.array([5, 3], np.int32)
     elif mask == "2d":
@@ -105,10 +102,10 @@ def test_attention(mask, unidirectional):
 
 
 @pytest.mark.parametrize("padding", [False, True])
-def test_multi_head_attention(padding):
+def test_multi_head_attention(rng, padding):
     batch, q_len, kv_len, hidden, heads = 2, 4, 6, 16, 4
-    inputs = {"query": _f(batch, q_len, hidden), "key": _f(batch, kv_len, hidden), "value": _f(batch, kv_len, hidden),
-              "bias": _f(3 * hidden)}
+    inputs = {"query": _f(rng, batch, q_len, hidden), "key": _f(rng, batch, kv_len, hidden), "value": _f(rng, batch, kv_len, hidden),
+              "bias": _f(rng, 3 * hidden)}
     if padding:
         inputs["key_padding_mask"] = np.array([[1] * 6, [1, 1, 1, 1, 0, 0]], np.int32)
     actual, expected = _run_both("MultiHeadAttention", inputs, 1, num_heads=heads)

@@ -36,8 +36,7 @@ def _check(op, inputs, opset, n_outputs=1, rtol=1e-5, **attrs):
         np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=1e-6)
 
 
-_rng = np.random.default_rng(0)
-_x = _rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+_x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
 
 
 @pytest.mark.usefixtures("x64_strict")
@@ -99,9 +98,9 @@ def test_half_precision(op, attrs):
 @pytest.mark.usefixtures("x64_strict")
 @pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float16])
-def test_softmax_cross_entropy_int32_labels(reduction, dtype):
+def test_softmax_cross_entropy_int32_labels(rng, reduction, dtype):
     scores = _x.astype(dtype)
-    labels = _rng.integers(0, 3, (2, 4, 5)).astype(np.int32)
+    labels = rng.integers(0, 3, (2, 4, 5)).astype(np.int32)
     labels[0, 0, :2] = -100
     weights = np.array([0.5, 1.0, 2.0], dtype)
     _check("SoftmaxCrossEntropyLoss", [scores, labels, weights], 13, n_outputs=2,

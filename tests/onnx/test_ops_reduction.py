@@ -26,8 +26,7 @@ def _check(op, inputs, opset, n_outputs=1, constants=None, rtol=1e-5, jit=None, 
                 rtol=rtol)
 
 
-_rng = np.random.default_rng(0)
-_x = _rng.standard_normal((2, 3, 4)).astype(np.float32)
+_x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
 _REDUCE = ["ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
            "ReduceProd", "ReduceSum", "ReduceSumSquare"]
 
@@ -99,9 +98,9 @@ def test_unique_first_occurrence_order(axis):
 
 
 @pytest.mark.usefixtures("x64_strict")
-def test_gemm_legacy_broadcast():
-    a, b = _rng.standard_normal((3, 4)).astype(np.float32), _rng.standard_normal((5, 4)).astype(np.float32)
-    c = _rng.standard_normal(5).astype(np.float32)
+def test_gemm_legacy_broadcast(rng):
+    a, b = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+    c = rng.standard_normal(5).astype(np.float32)
     # onnxruntime has no Gemm-6 kernel: compare with NumPy.
     model = _model("Gemm", {"a": a, "b": b, "c": c}, 6, broadcast=1, transB=1, alpha=0.5, beta=2.0)
     got = np.asarray(jaxport.from_onnx(model)(a, b, c))
@@ -110,15 +109,15 @@ def test_gemm_legacy_broadcast():
 
 
 @pytest.mark.usefixtures("x64_strict")
-def test_gemm_without_c_transposed_a():
-    a, b = _rng.standard_normal((4, 3)).astype(np.float32), _rng.standard_normal((4, 5)).astype(np.float32)
+def test_gemm_without_c_transposed_a(rng):
+    a, b = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)
     _check("Gemm", {"a": a, "b": b}, 11, transA=1)
 
 
 @pytest.mark.usefixtures("x64_strict")
-def test_matmul_integer_per_row_zero_point():
-    a = _rng.integers(0, 255, (4, 3)).astype(np.uint8)
-    b = _rng.integers(-128, 127, (3, 2)).astype(np.int8)
+def test_matmul_integer_per_row_zero_point(rng):
+    a = rng.integers(0, 255, (4, 3)).astype(np.uint8)
+    b = rng.integers(-128, 127, (3, 2)).astype(np.int8)
     az, bz = np.array([1, 2, 3, 4], np.uint8), np.array([-1, 2], np.int8)
     # onnxruntime takes only scalar zero points: compare with NumPy.
     model = _model("MatMulInteger", {"a": a, "b": b}, 10, constants={"az": az, "bz": bz})

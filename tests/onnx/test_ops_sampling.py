@@ -17,8 +17,7 @@ from tests.onnx.single_node import assert_same, node_model, run_both  # noqa: E4
 _TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
           np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8,
           np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64}
-_rng = np.random.default_rng(0)
-_x = _rng.standard_normal((1, 2, 4, 5)).astype(np.float32)
+_x = np.random.default_rng(0).standard_normal((1, 2, 4, 5)).astype(np.float32)
 
 
 def _check(op, x, opset, constants=(), n_outputs=1, atol=1e-5, **attrs):
@@ -42,56 +41,56 @@ def test_legacy_upsample_and_resize(mode):
 @pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align_corners", [0, 1])
-def test_grid_sample_16_matches_onnxruntime(mode, padding_mode, align_corners):
+def test_grid_sample_16_matches_onnxruntime(rng, mode, padding_mode, align_corners):
     # The grid reaches past the borders, where the padding modes differ.
-    grid = (_rng.random((1, 3, 4, 2)) * 2.6 - 1.3).astype(np.float32)
+    grid = (rng.random((1, 3, 4, 2)) * 2.6 - 1.3).astype(np.float32)
     _check("GridSample", _x, 16, [grid], mode=mode, padding_mode=padding_mode,
            align_corners=align_corners)
 
 
 @pytest.mark.usefixtures("x64_strict")
-def test_quantize_dequantize_legacy_and_per_axis():
-    x = (_rng.standard_normal((2, 3, 4)) * 3).astype(np.float32)
+def test_quantize_dequantize_legacy_and_per_axis(rng):
+    x = (rng.standard_normal((2, 3, 4)) * 3).astype(np.float32)
     _check("QuantizeLinear", x, 10, [np.float32(0.05), np.uint8(128)])
     _check("QuantizeLinear", x, 13, [np.array([0.05, 0.1, 0.2], np.float32),
                                      np.array([1, -3, 4], np.int8)])
     _check("QuantizeLinear", x, 13, [np.array([0.05, 0.1, 0.2, 0.3], np.float32)], axis=-1)
-    q = _rng.integers(-128, 127, (2, 3, 4)).astype(np.int8)
+    q = rng.integers(-128, 127, (2, 3, 4)).astype(np.int8)
     _check("DequantizeLinear", q, 13, [np.array([0.05, 0.1, 0.2], np.float32),
                                        np.array([1, -3, 4], np.int8)])
     _check("DequantizeLinear", q.astype(np.int32), 10, [np.float32(0.05)])
 
 
 @pytest.mark.usefixtures("x64_strict")
-@pytest.mark.parametrize("x", [(_rng.standard_normal((3, 5)) * 2).astype(np.float32),
+@pytest.mark.parametrize("x", [(np.random.default_rng(1).standard_normal((3, 5)) * 2).astype(np.float32),
                                np.zeros((3,), np.float32), np.full((3,), 2.0, np.float32)])
 def test_dynamic_quantize_linear(x):
     _check("DynamicQuantizeLinear", x, 11, (), n_outputs=3)
 
 
 @pytest.mark.usefixtures("x64_strict")
-def test_qlinear_conv_groups_bias_per_channel_and_matmul():
-    x = _rng.integers(0, 255, (1, 4, 7, 7)).astype(np.uint8)
-    w = _rng.integers(-100, 100, (6, 2, 3, 3)).astype(np.int8)
+def test_qlinear_conv_groups_bias_per_channel_and_matmul(rng):
+    x = rng.integers(0, 255, (1, 4, 7, 7)).astype(np.uint8)
+    w = rng.integers(-100, 100, (6, 2, 3, 3)).astype(np.int8)
     params = [np.float32(0.02), np.uint8(120), w, np.linspace(0.01, 0.02, 6).astype(np.float32),
               np.zeros(6, np.int8), np.float32(0.5), np.uint8(100)]
-    bias = _rng.integers(-500, 500, 6).astype(np.int32)
+    bias = rng.integers(-500, 500, 6).astype(np.int32)
     _check("QLinearConv", x, 10, [*params, bias], group=2,
            pads=[1, 0, 1, 2], strides=[2, 1])
     _check("QLinearConv", x.astype(np.int8) // 2, 10,
            [np.float32(0.02), np.int8(12), w, np.float32(0.01), np.int8(0), np.float32(0.5),
             np.int8(-3)], group=2, auto_pad="SAME_UPPER", strides=[2, 2])
-    a = _rng.integers(0, 255, (2, 3, 5)).astype(np.uint8)
-    b = _rng.integers(0, 255, (5, 4)).astype(np.uint8)
+    a = rng.integers(0, 255, (2, 3, 5)).astype(np.uint8)
+    b = rng.integers(0, 255, (5, 4)).astype(np.uint8)
     _check("QLinearMatMul", a, 10, [np.float32(0.02), np.uint8(120), b, np.float32(0.03),
                                     np.uint8(100), np.float32(0.3), np.uint8(128)])
 
 
 @pytest.mark.usefixtures("x64_strict")
-def test_dft_17_lengths_and_onesided():
+def test_dft_17_lengths_and_onesided(rng):
     from jaxport.ops.onnx.signal import dft_17
 
-    x = _rng.standard_normal((2, 7, 3, 1)).astype(np.float32)
+    x = rng.standard_normal((2, 7, 3, 1)).astype(np.float32)
 
     def pairs(z):
         return np.stack([z.real, z.imag], -1)

@@ -1,8 +1,9 @@
 """ONNX quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearConv,
 QLinearMatMul.
 
-Quantized arithmetic runs on int32 (matmul, conv) and requantizes in the widest float JAX
-has (float64 under x64), as ONNX's reference does, so rounding ties land where it puts them.
+Quantized arithmetic runs on int32 (matmul, conv) and requantizes in float32 as onnxruntime
+does (`_requantize`), so rounding ties land where it puts them; QuantizeLinear rounds in the
+widest float JAX has (float64 under x64), as ONNX's reference does.
 """
 
 from __future__ import annotations
@@ -119,15 +120,21 @@ def qlinear_conv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_
     channel = (1, -1) + (1,) * k
     if B is not None:
         acc = acc + B.astype(jnp.int32).reshape(channel)
-    wide = _wide()
     w_scale = w_scale.reshape(channel) if w_scale.size > 1 else w_scale.reshape(())
-    multiplier = x_scale.astype(wide) * w_scale.astype(wide) / y_scale.astype(wide)
-    out = y_zero_point.dtype if y_zero_point is not None else x.dtype
-    r = acc.astype(wide) * multiplier
-    if y_zero_point is not None:
-        r = r + y_zero_point.astype(wide)
+    multiplier = x_scale.astype(jnp.float32) * w_scale.astype(jnp.float32) / y_scale.astype(jnp.float32)
+    return _requantize(acc, multiplier, y_zero_point, x.dtype)
+
+
+def _requantize(acc, multiplier, zero_point, default_dtype):
+    """An int32 accumulator scaled back to the output's integer type as onnxruntime does it
+    (MLAS's requantize): in float32, clamped to the type's range less the zero point, rounded
+    half to even, then offset by the zero point. float32 is what onnxruntime computes in; a
+    wider float moves rounding ties by one."""
+    out = zero_point.dtype if zero_point is not None else np.dtype(default_dtype)
+    zero = zero_point.astype(jnp.float32) if zero_point is not None else jnp.float32(0)
     info = jnp.iinfo(out)
-    return jnp.round(jnp.clip(r, info.min, info.max)).astype(out)
+    r = jnp.clip(acc.astype(jnp.float32) * multiplier, info.min - zero, info.max - zero)
+    return (jnp.round(r) + zero).astype(out)
 
 
 @onnx("QLinearMatMul", since=10)
@@ -145,15 +152,8 @@ def qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, 
     if b_zero_point is not None:
         bi = bi - b_zero_point.astype(jnp.int32)
     acc = jnp.matmul(ai, bi, preferred_element_type=jnp.int32)
-    # The multiplier is rounded in the scales' own type first, as ONNX's reference does.
-    multiplier = rows(a_scale) * b_scale / y_scale
-    wide = _wide()
-    d = acc.astype(wide) * multiplier.astype(wide)
-    out = y_zero_point.dtype if y_zero_point is not None else a.dtype
-    if y_zero_point is not None:
-        d = d + y_zero_point.astype(wide)
-    info = jnp.iinfo(out)
-    return jnp.clip(jnp.round(d), info.min, info.max).astype(out)
+    multiplier = rows(a_scale).astype(jnp.float32) * b_scale.astype(jnp.float32) / y_scale.astype(jnp.float32)
+    return _requantize(acc, multiplier, y_zero_point, a.dtype)
 
 
 @onnx("QuantizeLinear", since=10)
