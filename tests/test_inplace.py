@@ -34,6 +34,18 @@ class WritesThroughChains(torch.nn.Module):
         return t + 1
 
 
+class ShiftRight(torch.nn.Module):
+    """BART-family `shift_tokens_right`: writes through views of an in-place op's result (the
+    clone that masked_fill_ wrote), then the clone and the result are read: both are one tensor."""
+
+    def forward(self, ids):
+        shifted = ids.clone()
+        filled = shifted.masked_fill_(shifted == -100, 1)
+        shifted[:, 1:] = shifted[:, :-1].clone()
+        filled[:, 0] = 7
+        return shifted * 10 + filled
+
+
 class StaleAlias(torch.nn.Module):
     """`row` is taken before the write and read after it: only functionalization gets it right."""
 
@@ -56,6 +68,7 @@ CASES = {
     "table": (SinusoidalTable(), lambda g: (torch.randn(5, 4, generator=g),), True),
     "chains": (WritesThroughChains(), lambda g: (torch.randn(3, 4, 5, 5, generator=g),
                                                  torch.randn(4, 2, 5, generator=g)), True),
+    "shift_right": (ShiftRight(), lambda g: (torch.randint(-100, 50, (2, 6), generator=g),), True),
     "stale_alias": (StaleAlias(), lambda g: (torch.randn(3, 4, generator=g),), False),
     "input": (WritesIntoInput(), lambda g: (torch.randn(3, 4, generator=g),), False),
 }

@@ -25,7 +25,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from .. import _torch_utils as tu
-from ..errors import ExportError, InputError, OpUse, UnsupportedOpsError
+from ..errors import ExportError, InputError, ModelFileError, OpUse, UnsupportedOpsError
 from ..ops import registry
 from ..program import Input, Node, Program, Ref, TensorSpec
 from . import hugging_face
@@ -249,8 +249,9 @@ def view_writes(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node
     `t[:, :4] = s` is `t = slice_scatter(t, s, 1, 0, 4)`, which is what functionalization makes
     of it, without re-tracing the whole program (seconds on a model with many such writes). A
     write qualifies when each view in its chain has a scatter, the viewed tensor is one the graph
-    computes (an input's mutation would have to be returned), and no other alias of that tensor
-    made before the write is read after it (it would still hold the old values).
+    computes (an input's mutation would have to be returned; an in-place op's result is the
+    tensor it wrote), and no other alias of that tensor made before the write is read after it
+    (it would still hold the old values).
     """
     order = {node: i for i, node in enumerate(graph.nodes)}
     writes = {}
@@ -263,15 +264,28 @@ def view_writes(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node
         while isinstance(base, torch.fx.Node) and base.op == "call_function" and op_name(base.target) in _WRITE_BACK:
             chain.append(base)
             base = base.args[0]
-        if not chain or not isinstance(base, torch.fx.Node) or base.op != "call_function" or _is_view(base):
+        same = _same_tensor(base)
+        root = same[-1]
+        if not chain or not isinstance(root, torch.fx.Node) or root.op != "call_function" or _is_view(root):
             continue
         stale = [
-            alias for alias in _aliases(base)
-            if alias not in chain and order[alias] < order[node] and any(order[u] > order[node] for u in alias.users)
+            alias for alias in _aliases(root)
+            if alias not in chain and alias not in same and order[alias] < order[node]
+            and any(order[u] > order[node] for u in alias.users)
         ]
         if not stale:
             writes[node] = chain
     return writes
+
+
+def _same_tensor(node) -> list:
+    """`node`, then the tensors it is an in-place result of (`x.masked_fill_(m, 0)` is `x`):
+    the graph's names for one tensor, all rebound when a write through a view changes it."""
+    names = [node]
+    while isinstance(node, torch.fx.Node) and node.op == "call_function" and _rebindable(node):
+        node = node.args[tu.written_argument(node.target)]
+        names.append(node)
+    return names
 
 
 def _aliases(tensor: torch.fx.Node) -> set[torch.fx.Node]:
@@ -402,7 +416,8 @@ class _Translator:
                 )
             )
             value = Ref(name)
-        self.rename[base.name] = value
+        for same in _same_tensor(base):
+            self.rename[same.name] = value
 
     def effectful(self, node: torch.fx.Node, prefix: str) -> None:
         """`with_effects(token, op, *args)` orders side effects; in a pure program it is just `op`."""
@@ -483,7 +498,7 @@ def _missing_in(graph_module: torch.fx.GraphModule, names) -> list[OpUse]:
 
 def _constant(value) -> Any:
     if isinstance(value, torch.Tensor):
-        return tu.to_jax(value, what="a constant tensor")
+        return tu.to_jax(value, what="a constant tensor", error=ModelFileError)
     raise ExportError(f"jaxport cannot carry a constant of type {type(value).__name__}")
 
 

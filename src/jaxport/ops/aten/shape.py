@@ -311,9 +311,9 @@ def aten_cartesian_prod(tensors):
     return jnp.stack([g.reshape(-1) for g in grids], axis=1)
 
 
-@aten("cat.default")
+@aten("cat.default", "concatenate.default", "concat.default")
 def aten_cat(tensors, dim=0):
-    """cat(Tensor[] tensors, int dim=0) -> Tensor"""
+    """cat(Tensor[] tensors, int dim=0) -> Tensor; concatenate and concat are its aliases."""
     return _cat(tensors, dim)
 
 
