@@ -64,13 +64,24 @@ def _spec_types(spec: dict) -> Iterator[tuple[str, object]]:
 
 def _archive_specs(path: str) -> list[tuple[str, dict]]:
     """("inputs" or "outputs", treespec schema) for each spec the archive's programs record."""
+    def unreadable(what: str, e: Exception) -> ModelFileError:
+        return ModelFileError(f"{path} is not a readable torch.export archive: {what} "
+                              f"({type(e).__name__}: {' '.join(str(e).split())[:200]})")
+
     try:
-        with zipfile.ZipFile(path) as archive:
-            names = [n for n in archive.namelist() if n.endswith(".json") and (
-                n.rsplit("/", 2)[-2:-1] == ["models"] or n.rsplit("/", 1)[-1] == "serialized_exported_program.json")]
-            documents = [archive.read(n) for n in names]
+        archive = zipfile.ZipFile(path)
     except Exception as e:  # noqa: BLE001 - a zip error of any kind means "unreadable"
-        raise ModelFileError(f"{path} is not a readable torch.export archive: {type(e).__name__}: {e}") from None
+        raise unreadable("not a zip archive", e) from None
+    documents = []
+    with archive:
+        for name in archive.namelist():
+            if name.endswith(".json") and (name.rsplit("/", 2)[-2:-1] == ["models"]
+                                           or name.rsplit("/", 1)[-1] == "serialized_exported_program.json"):
+                try:
+                    documents.append(archive.read(name))
+                except Exception as e:  # noqa: BLE001 - a CRC, zlib or truncation error
+                    member = name.split("/", 1)[1] if "/" in name else name
+                    raise unreadable(f"{member} cannot be read", e) from None
     specs = []
     for document in documents:
         try:

@@ -10,6 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from . import _narrowing
+
 _TORCH_TO_NUMPY = {
     torch.bool: np.dtype(np.bool_),
     torch.uint8: np.dtype(np.uint8),
@@ -67,8 +69,13 @@ def warn_narrowing(what: str, dtype) -> None:
     )
 
 
-def to_jax(tensor: torch.Tensor, *, what: str = "a tensor") -> jax.Array:
-    """A torch tensor as a jax.Array, zero-copy through DLPack where the layout allows."""
+def to_jax(tensor: torch.Tensor, *, what: str = "a tensor", error: type[Exception] | None = None) -> jax.Array:
+    """A torch tensor as a jax.Array, zero-copy through DLPack where the layout allows.
+
+    With JAX's x64 mode off, 64-bit values are narrowed (`_narrowing`): float64 with a warning
+    (once per dtype); values the narrow type cannot hold (an int64 beyond int32, a float64 beyond
+    float32's range) raise `error` naming `what` when one is given (inputs, weights), and warn
+    otherwise."""
     tensor = tensor.detach()
     if tensor.is_conj():
         tensor = tensor.resolve_conj()
@@ -77,7 +84,11 @@ def to_jax(tensor: torch.Tensor, *, what: str = "a tensor") -> jax.Array:
     exact = numpy_dtype(tensor.dtype)
     narrow = np.dtype(jax.dtypes.canonicalize_dtype(exact))
     if narrow != exact:
-        if exact.kind == "f" or (tensor.numel() and _exceeds(tensor, narrow)):
+        found = _extremes(tensor)
+        problem = _narrowing.problem(what, exact, *found) if found is not None else None
+        if problem and error is not None:
+            raise error(problem)
+        if exact.kind == "f" or problem:
             warn_narrowing(what, exact)
         tensor = tensor.to(torch_dtype(narrow))
     if tensor.device.type != "cpu":
@@ -101,11 +112,18 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.resolve_conj().resolve_neg().numpy()
 
 
-def _exceeds(tensor: torch.Tensor, narrow: np.dtype) -> bool:
-    if not np.issubdtype(narrow, np.integer):
-        return False
-    info = np.iinfo(narrow)
-    return bool(tensor.min() < info.min or tensor.max() > info.max)
+def _extremes(tensor: torch.Tensor) -> tuple | None:
+    """(low, high) of a tensor as `_narrowing.problem` takes them; None if empty."""
+    if tensor.numel() == 0:
+        return None
+    if tensor.is_complex():
+        tensor = torch.view_as_real(tensor)
+    if tensor.is_floating_point():
+        finite = tensor[torch.isfinite(tensor)].abs()
+        return 0, (finite.max().item() if finite.numel() else 0)
+    if tensor.dtype == torch.bool:
+        return None
+    return tensor.min().item(), tensor.max().item()
 
 
 def to_torch(array) -> torch.Tensor:

@@ -85,17 +85,42 @@ def _placed(value: np.ndarray, like, what: str):
     return jax.make_array_from_callback(value.shape, sharding, lambda index: value[index])
 
 
+def _read_meta(path: str) -> dict:
+    """state.json, its fields checked: a corrupt file is one `InputError` naming it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"{path} is not valid JSON ({e}): the checkpoint is corrupt") from None
+    problems = []
+    if not isinstance(meta, dict):
+        raise InputError(f"{path} holds a {type(meta).__name__}, not a checkpoint's state")
+    if type(meta.get("step")) is not int or not 0 <= meta["step"] < 2**31:
+        problems.append("'step' (a non-negative integer)")
+    rng = meta.get("rng")
+    if not isinstance(rng, list) or not rng or not all(type(v) is int and 0 <= v < 2**32 for v in rng):
+        problems.append("'rng' (a list of uint32 values)")
+    if not isinstance(meta.get("rng_impl", ""), (str, type(None))):
+        problems.append("'rng_impl' (a string)")
+    if problems:
+        raise InputError(f"{path} has no valid {' or '.join(problems)}: the checkpoint is corrupt")
+    return meta
+
+
 def load_checkpoint(directory: str | os.PathLike, like: TrainState) -> TrainState:
     """The state saved in `directory`, in the structure and placement of `like`."""
-    from safetensors.numpy import load_file
+    from .serialization import read_safetensors
 
     path = os.path.join(directory, _STATE)
     if not os.path.exists(path):
         raise InputError(f"{directory} is not a jaxport checkpoint (no {_STATE})")
-    with open(path) as f:
-        meta = json.load(f)
-    weights = load_file(os.path.join(directory, _WEIGHTS))
-    optimizer = load_file(os.path.join(directory, _OPTIMIZER))
+    meta = _read_meta(path)
+    parts = {}
+    for name in (_WEIGHTS, _OPTIMIZER):
+        if not os.path.isfile(os.path.join(directory, name)):
+            raise InputError(f"{directory} is an incomplete jaxport checkpoint: {name} is missing")
+        parts[name] = read_safetensors(os.path.join(directory, name), InputError)
+    weights, optimizer = parts[_WEIGHTS], parts[_OPTIMIZER]
     expected = set(like.params) | set(like.buffers)
     if set(weights) != expected:
         missing, extra = sorted(expected - set(weights)), sorted(set(weights) - expected)
@@ -114,7 +139,11 @@ def load_checkpoint(directory: str | os.PathLike, like: TrainState) -> TrainStat
     opt_state = jax.tree_util.tree_unflatten(treedef, opt_leaves)
 
     key_data = np.asarray(meta["rng"], np.uint32)
-    rng = jax.random.wrap_key_data(key_data, impl=meta.get("rng_impl") or None)
+    try:
+        rng = jax.random.wrap_key_data(key_data, impl=meta.get("rng_impl") or None)
+    except (ValueError, TypeError, KeyError) as e:
+        raise InputError(f"{path}: its RNG key {meta['rng']} of kind {meta.get('rng_impl')!r} is not one JAX "
+                         f"can restore ({type(e).__name__}: {e})") from None
     step = jnp.asarray(meta["step"], jnp.int32)
     return TrainState(params, buffers, opt_state, rng, step)
 

@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 
 
 def _dims(values: list[str]) -> dict[str, int]:
+    from .errors import InputError
+
     dims = {}
     for value in values:
         name, _, size = value.partition("=")
-        if not size.isdigit():
-            raise argparse.ArgumentTypeError(f"--dim expects NAME=SIZE, got {value!r}")
+        if not name or not re.fullmatch(r"[0-9]+", size):
+            raise InputError(f"--dim expects NAME=SIZE with SIZE a non-negative integer, got {value!r}")
+        if name in dims:
+            raise InputError(f"--dim gives {name} twice")
         dims[name] = int(size)
     return dims
 
@@ -34,10 +39,11 @@ def _parser() -> argparse.ArgumentParser:
         "verify", help="run a model through jaxport and its reference (onnxruntime / PyTorch) and compare"
     )
     verify.add_argument("file", help="an .onnx file or a torch.export.save'd .pt2 file")
-    verify.add_argument("--inputs", help=".npz of inputs (by input name, or positional arr_0, arr_1, ...); "
-                        "default: random inputs of the declared shapes")
+    verify.add_argument("--inputs", help=".npz of inputs (by input name, or positional arr_0, arr_1, ...; other "
+                        "names are errors); default: random inputs of the declared shapes")
     verify.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
-                        help="size of a symbolic ONNX dimension for random inputs (default 1)")
+                        help="size of a symbolic dim of the random inputs: an ONNX dim name (default 1) or, "
+                        "for a .pt2, a torch.export size symbol such as s0")
     verify.add_argument("--rtol", type=float, default=1e-4)
     verify.add_argument("--atol", type=float, default=1e-5)
     verify.add_argument("--seed", type=int, default=0, help="seed of the random inputs")

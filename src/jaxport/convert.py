@@ -10,6 +10,7 @@ import torch
 
 from . import _torch_utils as tu
 from ._pytree_types import quiet_torch_logs
+from .errors import ModelFileError
 from .frontends import hugging_face, torch_export
 from .model import JaxModel
 
@@ -147,7 +148,7 @@ def from_exported_program(
     ep = torch_export.lowerable(ep, decompose=decompose)
     program, state = torch_export.to_program(ep)
     program.check_supported()
-    params = {key: tu.to_jax(t, what=f"parameter '{key}'") for key, t in state.tensors.items()}
+    params = {key: tu.to_jax(t, what=f"parameter '{key}'", error=ModelFileError) for key, t in state.tensors.items()}
     return JaxModel(
         program,
         params,

@@ -22,12 +22,14 @@ class OpUse:
     module_path: str = ""
     source: str = ""
 
-    def describe(self) -> str:
+    def describe(self, multiline: bool = False) -> str:
+        """Where the op is used, on one line (an error's context), or with the source line on a
+        line of its own (`multiline`, for lists of uses)."""
         where = f"node {self.node}"
         if self.module_path:
             where += f" in module '{self.module_path}'"
         if self.source:
-            where += f"\n        at {self.source}"
+            where += ("\n        at " if multiline else " at ") + self.source
         return where
 
 
@@ -45,7 +47,7 @@ class UnsupportedOpsError(JaxportError):
             places = by_op[op]
             lines.append(f"  {op} ({len(places)} use{'s' if len(places) > 1 else ''})")
             for use in places[:3]:
-                lines.append(f"    - {use.describe()}")
+                lines.append(f"    - {use.describe(multiline=True)}")
             if len(places) > 3:
                 lines.append(f"    - ... and {len(places) - 3} more")
         lines.append(

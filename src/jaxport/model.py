@@ -9,20 +9,32 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .errors import InputError
+from . import _narrowing
+from .errors import InputError, ModelFileError
 from .program import Input, Program, interpret
 
 
 def _as_jax(x, what: str):
-    """Torch tensors and NumPy arrays become JAX arrays; Python scalars stay as they are."""
+    """Torch tensors and NumPy arrays become JAX arrays; Python scalars stay as they are. Values
+    that JAX's 64-bit narrowing (x64 off) would change by more than rounding are an `InputError`."""
     if isinstance(x, jax.Array):
         return x
-    if isinstance(x, np.ndarray):
-        return jnp.asarray(x)
+    if isinstance(x, (np.ndarray, np.generic)):
+        _narrowing.check_array(x, what, InputError)
+        return jnp.asarray(x) if isinstance(x, np.ndarray) else x
     if type(x).__module__.startswith("torch"):
         from ._torch_utils import to_jax
 
-        return to_jax(x, what=what)
+        return to_jax(x, what=what, error=InputError)
+    return x
+
+
+def _as_param(x, name: str):
+    """A weight as a JAX array; a value JAX's 64-bit narrowing would change by more than rounding
+    is a `ModelFileError`."""
+    if isinstance(x, np.ndarray):
+        _narrowing.check_array(x, f"weight '{name}'", ModelFileError)
+        return jnp.asarray(x)
     return x
 
 
@@ -105,6 +117,8 @@ class JaxModel:
         training: bool = False,
     ):
         self.program = program
+        if any(isinstance(v, np.ndarray) for v in params.values()):
+            params = {k: _as_param(v, k) for k, v in params.items()}
         self.params = params
         self.parameter_names = tuple(parameter_names)
         self.buffer_names = tuple(buffer_names)

@@ -170,26 +170,30 @@ class ExportedModel:
 def load_exported(directory: str | os.PathLike) -> ExportedModel:
     """Load what `ExportedModel.save` wrote. Inputs go flat, by position or input name; outputs
     come back in the recorded structure. (The artifact itself needs no jaxport: see the module
-    docstring for the few lines that run it with JAX and safetensors alone.)"""
-    from safetensors.numpy import load_file
-
+    docstring for the few lines that run it with JAX and safetensors alone.) A missing, truncated
+    or corrupt part is one `SerializationError` naming the file."""
     d = Path(directory)
     missing = [f for f in (EXPORT_FILE, WEIGHTS_FILE, SIGNATURE_FILE) if not (d / f).is_file()]
     if missing:
         raise SerializationError(f"{d} holds no exported model: missing {', '.join(missing)} "
                                  "(write one with jaxport.export(...).save(directory))")
-    signature = json.loads((d / SIGNATURE_FILE).read_text())
-    if signature.get("format") != _FORMAT:
-        raise SerializationError(f"{d / SIGNATURE_FILE} has format {signature.get('format')!r}; "
-                                 f"this jaxport reads format {_FORMAT}")
+    signature = _read_signature(d / SIGNATURE_FILE)
     if signature.get("jax_enable_x64") and not jax.config.jax_enable_x64:
         raise SerializationError(f"{d} was exported with 64-bit types (jax_enable_x64); call "
                                  "jax.config.update('jax_enable_x64', True) before loading it")
-    exported = jax.export.deserialize(bytearray((d / EXPORT_FILE).read_bytes()))
+    path = d / EXPORT_FILE
+    try:
+        exported = jax.export.deserialize(bytearray(path.read_bytes()))
+        in_args, _ = jax.tree_util.tree_unflatten(exported.in_tree, list(exported.in_avals))
+    except Exception as e:  # noqa: BLE001 - flatbuffers and JAX raise struct.error, IndexError, ...
+        raise SerializationError(f"{path} is not a readable jax.export artifact (truncated or corrupt?): "
+                                 f"{type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+    params = read_safetensors(d / WEIGHTS_FILE, SerializationError)
     inputs = signature["inputs"]
+    _check_artifact(d, in_args, params, inputs)
     return ExportedModel(
         exported,
-        load_file(str(d / WEIGHTS_FILE)),
+        params,
         input_names=[i["name"] for i in inputs],
         input_shapes=[i["shape"] for i in inputs],
         input_dtypes=[i["dtype"] for i in inputs],
@@ -197,6 +201,66 @@ def load_exported(directory: str | os.PathLike) -> ExportedModel:
         output_tree=signature.get("output_tree"),
         name=signature.get("name", "model"),
     )
+
+
+def read_safetensors(path: str | os.PathLike, error: type[Exception]) -> dict[str, np.ndarray]:
+    """The arrays of a `.safetensors` file; a missing, truncated or corrupt file is one `error`
+    naming it (safetensors checks its header against the file's size before reading)."""
+    from safetensors.numpy import load_file
+
+    try:
+        return load_file(str(path))
+    except Exception as e:  # noqa: BLE001 - SafetensorError, OSError, a dtype NumPy lacks
+        raise error(f"{path} is not a readable safetensors file (truncated or corrupt?): "
+                    f"{type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+
+
+def _read_signature(path: Path) -> dict:
+    """signature.json, its fields checked (format, input names, shapes and dtypes, outputs)."""
+    try:
+        signature = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SerializationError(f"{path} is not valid JSON ({e}): the export is corrupt") from None
+    if not isinstance(signature, dict):
+        raise SerializationError(f"{path} holds a {type(signature).__name__}, not an export signature")
+    if signature.get("format") != _FORMAT:
+        raise SerializationError(f"{path} has format {signature.get('format')!r}; "
+                                 f"this jaxport reads format {_FORMAT}")
+    inputs, outputs = signature.get("inputs"), signature.get("outputs")
+    valid_inputs = isinstance(inputs, list) and all(
+        isinstance(i, dict) and isinstance(i.get("name"), str) and isinstance(i.get("dtype"), str)
+        and isinstance(i.get("shape"), list) and all(
+            (type(n) is int and n >= 0) or isinstance(n, str) for n in i["shape"]) for i in inputs)
+    if not valid_inputs:
+        raise SerializationError(f"{path} has no valid 'inputs' (a list of name, shape and dtype): the export "
+                                 "is corrupt")
+    for i in inputs:
+        try:
+            np.dtype(jnp.dtype(i["dtype"]))
+        except TypeError:
+            raise SerializationError(f"{path}: input '{i['name']}' has the unknown dtype {i['dtype']!r}") from None
+    if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
+        raise SerializationError(f"{path} has no valid 'outputs' (a list of names): the export is corrupt")
+    if not isinstance(signature.get("name", ""), str):
+        raise SerializationError(f"{path} has a 'name' that is not a string: the export is corrupt")
+    return signature
+
+
+def _check_artifact(d: Path, in_args, params: Mapping[str, np.ndarray], inputs: list) -> None:
+    """The artifact's arguments, `(params, *inputs)`, against the weights and the signature."""
+    wanted = in_args[0] if isinstance(in_args, (tuple, list)) and in_args else None
+    if not isinstance(wanted, dict) or len(in_args) - 1 != len(inputs):
+        raise SerializationError(f"{d / EXPORT_FILE} does not take (params, {len(inputs)} input(s)) as "
+                                 f"{d / SIGNATURE_FILE} says: the parts come from different exports")
+    if set(wanted) != set(params):
+        missing, extra = sorted(set(wanted) - set(params)), sorted(set(params) - set(wanted))
+        raise SerializationError(f"{d / WEIGHTS_FILE} does not hold the weights {d / EXPORT_FILE} takes: "
+                                 f"missing {missing[:5]}, unexpected {extra[:5]}")
+    for name, aval in wanted.items():
+        value = params[name]
+        if tuple(value.shape) != tuple(aval.shape) or np.dtype(value.dtype) != np.dtype(aval.dtype):
+            raise SerializationError(f"{d / WEIGHTS_FILE}: weight '{name}' is {value.dtype}{list(value.shape)}, "
+                                     f"but {d / EXPORT_FILE} takes {np.dtype(aval.dtype)}{list(aval.shape)}")
 
 
 def export(

@@ -9,12 +9,14 @@ same inputs and reports each output's error.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections import Counter
 from typing import Any
 
 import numpy as np
 
+from . import _narrowing
 from .errors import InputError, ModelFileError
 from .ops import registry
 
@@ -32,22 +34,15 @@ def file_kind(path: str) -> str:
 
 
 def load_exported_program(path: str):
-    """`torch.export.load(path)`, after registering the pytree types its inputs and outputs name
-    (`_pytree_types`), with torch's logged tracebacks turned into one `ModelFileError` line."""
-    import torch
-
-    from ._pytree_types import quiet_torch_logs, register_archive_types
+    """The `ExportedProgram` a `torch.export.save`d archive holds, read without running code from
+    the file (`_pt2_archive`: no unrestricted unpickling, no guards or sizes evaluated), after
+    registering the pytree types its inputs and outputs name (`_pytree_types`). An unreadable
+    archive is one `ModelFileError` line naming the member."""
+    from . import _pt2_archive
+    from ._pytree_types import register_archive_types
 
     register_archive_types(path)
-    with quiet_torch_logs() as records:
-        try:
-            return torch.export.load(path)
-        except Exception as e:  # noqa: BLE001 - a zip, pickle or version error all mean "unreadable"
-            # torch.export.load logs the real reason and raises "check the warnings above".
-            logged = [r.exc_info[1] for r in records if r.exc_info and r.exc_info[1] is not None]
-            cause = logged[-1] if logged else e
-            reason = " ".join(f"{type(cause).__name__}: {cause}".split())
-            raise ModelFileError(f"{path} is not a readable torch.export archive: {reason}") from None
+    return _pt2_archive.load(path)
 
 
 def load_model(path: str):
@@ -229,42 +224,199 @@ class Verification:
         return all(o.passed for o in self.outputs)
 
 
-def _random_input(shape, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+#: The most bytes of random inputs `verify` makes for one input; larger sizes need --inputs.
+RANDOM_INPUT_LIMIT = 2**32
+
+
+def _random_input(name: str, shape: tuple, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """Random values of `shape`, its sizes checked before anything is allocated."""
+    if any(n < 0 for n in shape):
+        raise InputError(f"input '{name}' would have the negative size {list(shape)}")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > RANDOM_INPUT_LIMIT:
+        raise InputError(f"input '{name}' of shape {list(shape)} would take {nbytes:,} bytes of random values "
+                         f"(the limit is {RANDOM_INPUT_LIMIT:,}); choose smaller sizes with --dim or pass --inputs")
     if dtype == np.bool_:
-        return rng.random(shape) < 0.5
+        return np.asarray(rng.random(shape) < 0.5)
     if dtype.kind in "iu":
-        return rng.integers(0, 10, size=shape).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)
+        return np.asarray(rng.integers(0, 10, size=shape).astype(dtype))
+    return np.asarray(rng.standard_normal(shape).astype(dtype))
+
+
+def _as_float(x: np.ndarray) -> np.ndarray:
+    import jax.numpy as jnp
+
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return x.astype(np.complex128)
+    if x.dtype == np.bool_ or jnp.issubdtype(x.dtype, jnp.number):
+        return x.astype(np.float64)
+    return x
 
 
 def _compare(name: str, actual, expected, rtol: float, atol: float) -> OutputCheck:
+    """One output against the reference: same shape, same dtype (as JAX stores the reference's),
+    NaN in the same places, infinities in the same places with the same sign, the rest close."""
+    import jax
+
+    # A Python number (a size the model returns) has no dtype of its own to compare.
+    numbers = not isinstance(actual, (np.ndarray, np.generic, jax.Array)) or not isinstance(
+        expected, (np.ndarray, np.generic, jax.Array))
     actual = np.asarray(actual)
     expected = np.asarray(expected)
     if actual.shape != expected.shape:
         return OutputCheck(name, actual.shape, str(actual.dtype), float("nan"), float("nan"), False,
                            f"shape {actual.shape}, reference {expected.shape}")
-    a = actual.astype(np.float64) if actual.dtype.kind in "biuf" else actual
-    e = expected.astype(np.float64) if expected.dtype.kind in "biuf" else expected
-    diff = np.abs(a - e)
-    finite = np.isfinite(diff)
-    max_abs = float(diff[finite].max()) if finite.any() else 0.0
-    scale = np.abs(e)
-    rel = diff / np.where(scale > 0, scale, 1)
-    max_rel = float(rel[finite].max()) if finite.any() else 0.0
-    same_nonfinite = bool(np.array_equal(np.isnan(a), np.isnan(e)) and np.all(a[~finite] == e[~finite])
-                          if a.dtype.kind == "f" else True)
-    passed = bool(np.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True)) and same_nonfinite
-    return OutputCheck(name, actual.shape, str(actual.dtype), max_abs, max_rel, passed)
+    a, e = _as_float(actual), _as_float(expected)
+    if a.dtype.kind not in "fc" or e.dtype.kind not in "fc":  # strings and other non-numbers
+        same = bool(np.array_equal(actual, expected))
+        return OutputCheck(name, actual.shape, str(actual.dtype), 0.0 if same else float("nan"),
+                           0.0 if same else float("nan"), same, "" if same else "values differ")
+    nan_a, nan_e = np.isnan(a), np.isnan(e)
+    inf_a, inf_e = np.isinf(a), np.isinf(e)
+    finite = ~(nan_a | nan_e | inf_a | inf_e)
+    diff = np.abs(a[finite] - e[finite])
+    scale = np.abs(e[finite])
+    max_abs = float(diff.max()) if diff.size else 0.0
+    max_rel = float((diff / np.where(scale > 0, scale, 1)).max()) if diff.size else 0.0
+    problems = []
+    if (n := int(np.count_nonzero(nan_a != nan_e))):
+        problems.append(f"NaN at {n} place(s) where the other has a number")
+    if (n := int(np.count_nonzero((inf_a != inf_e) | (inf_a & inf_e & (a != e))))):
+        problems.append(f"infinity differs at {n} place(s)")
+    want = np.dtype(jax.dtypes.canonicalize_dtype(expected.dtype)) if expected.dtype != object else expected.dtype
+    if actual.dtype != want and not numbers:
+        problems.append(f"dtype {actual.dtype}, reference {expected.dtype}")
+    close = bool(np.all(diff <= atol + rtol * scale))
+    return OutputCheck(name, actual.shape, str(actual.dtype), max_abs, max_rel, close and not problems,
+                       "; ".join(problems))
 
 
-def _load_npz(path: str, names: list[str]) -> list[np.ndarray]:
-    with np.load(path) as data:
-        keys = list(data.keys())
-        if all(n in keys for n in names):
-            return [data[n] for n in names]
-        if len(keys) == len(names):  # positional: arr_0, arr_1, ...
-            return [data[k] for k in keys]
-        raise InputError(f"{path} holds {', '.join(keys)}; the model's inputs are {', '.join(names)}")
+def read_npz(path: str) -> dict[str, np.ndarray]:
+    """The arrays of an `.npz` file (as `numpy.savez` writes), read without unpickling: each array's
+    header is checked (no Python objects, a size that matches the bytes stored) before its data is
+    read. Anything else is one `InputError` naming the file and the array."""
+    import zipfile
+    import zlib
+
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no such file")
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+        reason = "it is empty" if os.path.getsize(path) == 0 else f"{type(e).__name__}: {e}"
+        raise InputError(f"{path} is not an .npz file of arrays (as numpy.savez writes): {reason}") from None
+    arrays: dict[str, np.ndarray] = {}
+    with archive:
+        for info in archive.infolist():
+            key = info.filename.removesuffix(".npy")
+            try:
+                with archive.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    if version == (1, 0):
+                        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+                    elif version == (2, 0):
+                        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+                    else:
+                        raise ValueError(f"unsupported .npy format version {version}")
+                    if dtype.hasobject:
+                        raise InputError(f"{path}: array '{key}' holds Python objects (a pickle), which verify "
+                                         "does not load; save plain numeric arrays")
+                    if any(n < 0 for n in shape):
+                        raise InputError(f"{path}: array '{key}' is corrupt: its header gives the negative "
+                                         f"shape {list(shape)}")
+                    nbytes = math.prod(shape) * dtype.itemsize
+                    stored = info.file_size - f.tell()
+                    if stored != nbytes:
+                        raise InputError(f"{path}: array '{key}' is truncated or corrupt: its header says "
+                                         f"{dtype}{list(shape)} ({nbytes:,} bytes) but it stores {stored:,} bytes")
+                    data = f.read(nbytes)
+            except InputError:
+                raise
+            except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, SyntaxError) as e:
+                raise InputError(f"{path}: array '{key}' cannot be read "
+                                 f"({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
+            arrays[key] = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
+    return arrays
+
+
+def _did_you_mean(name: str, candidates: list[str]) -> str | None:
+    """The candidate `name` most likely misspells: one differing only in case, else the closest."""
+    import difflib
+
+    same = [c for c in candidates if c.lower() == name.lower()]
+    close = same or difflib.get_close_matches(name, candidates, n=1)
+    return close[0] if close else None
+
+
+def _bind_npz(path: str, arrays: dict[str, np.ndarray], names: list[str]) -> list[np.ndarray]:
+    """The arrays in input order: by input name, or positionally as arr_0, arr_1, ... (as
+    `numpy.savez(path, *arrays)` names them). Unknown, missing and extra names are errors."""
+    keys = list(arrays)
+    positional = [f"arr_{i}" for i in range(len(names))]
+    if set(keys) == set(names):
+        return [arrays[n] for n in names]
+    if set(keys) == set(positional) and not set(keys) & set(names):
+        return [arrays[k] for k in positional]
+    hint = f"the model's inputs are {', '.join(names) or '(none)'} (or name the arrays arr_0, arr_1, ... in that order)"
+    if not keys:
+        raise InputError(f"{path} holds no arrays; {hint}")
+    missing = [n for n in names if n not in arrays]
+    unknown = []
+    for key in keys:
+        if key not in names:
+            close = _did_you_mean(key, missing or names)
+            unknown.append(f"'{key}'" + (f" (did you mean '{close}'?)" if close else ""))
+    parts = []
+    if unknown:
+        parts.append(f"holds {', '.join(unknown)}, which the model has no input of that name for")
+    if missing:
+        parts.append(f"lacks {', '.join(repr(n) for n in missing)}")
+    raise InputError(f"{path} {' and '.join(parts)}; {hint}")
+
+
+def _check_inputs(path: str, specs, inputs: list[np.ndarray], ranges: dict) -> None:
+    """Each input against what the model declares (exact dtype, shape, the range and equality of
+    each symbolic size), before either engine runs: one `InputError` naming the input."""
+    from .program import TensorSpec
+
+    sizes: dict[str, tuple[int, str]] = {}
+    for spec, x in zip(specs, inputs):
+        want = spec.spec
+        if not isinstance(want, TensorSpec):
+            continue
+        expected = f"{np.dtype(want.dtype).name}{_describe_shape(want, spec.dims)}"
+        if np.dtype(x.dtype) != np.dtype(want.dtype):
+            raise InputError(f"{path}: input '{spec.name}' has dtype {x.dtype}, but the model expects {expected}")
+        if not want.admits(tuple(x.shape)):
+            raise InputError(f"{path}: input '{spec.name}' has shape {list(x.shape)}, but the model expects {expected}")
+        _narrowing.check_array(x, f"{path}: input '{spec.name}'", InputError)
+        for d, symbol in spec.dims.items():
+            n = int(x.shape[d])
+            lo, hi = ranges.get(symbol, (0, None))
+            if n < lo or (hi is not None and n > hi):
+                bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+                raise InputError(f"{path}: input '{spec.name}' has size {n} in dim {d}, but the model expects "
+                                 f"{expected} with {symbol} {bound}")
+            first = sizes.setdefault(symbol, (n, spec.name))
+            if first[0] != n:
+                raise InputError(f"{path}: input '{spec.name}' has size {n} in dim {d}, but input '{first[1]}' "
+                                 f"has {first[0]} for the same size {symbol}")
+
+
+def _describe_shape(spec, dims: dict[int, str]) -> str:
+    if spec.shape is None:
+        return "[...]"
+    return "[" + ", ".join(str(n) if n is not None else dims.get(d, "?") for d, n in enumerate(spec.shape)) + "]"
+
+
+def _unknown_dims(path: str, dims: dict[str, int], known: dict[str, str]) -> None:
+    """Refuse --dim names the model has no symbolic dim of (known: {name: where it is used})."""
+    for name in dims:
+        if name not in known:
+            close = _did_you_mean(name, list(known))
+            listed = ", ".join(f"{k} ({v})" for k, v in known.items()) if known else "none: every size is fixed"
+            raise InputError(f"--dim names '{name}', which is no symbolic dim of {path}"
+                             + (f" (did you mean '{close}'?)" if close else "") + f"; its symbolic dims: {listed}")
 
 
 def _onnx_dim_size(dim, sizes: dict[str, int]) -> int:
@@ -275,14 +427,29 @@ def _onnx_dim_size(dim, sizes: dict[str, int]) -> int:
 
 def verify(path: str, *, inputs_npz: str | None = None, rtol: float = 1e-4, atol: float = 1e-5,
            seed: int = 0, dims: dict[str, int] | None = None) -> Verification:
-    """Run the model through jaxport and its reference on the same inputs."""
+    """Run the model through jaxport and its reference on the same inputs: those of `inputs_npz`
+    (by input name, or arr_0, arr_1, ...), else random ones, with `dims` giving the sizes of
+    named symbolic dims (ONNX dim names, torch.export's size symbols such as s0)."""
+    if type(seed) is not int or seed < 0:
+        raise InputError(f"--seed {seed}: a seed is a non-negative integer")
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            raise InputError(f"--{name} {value}: a tolerance is a finite non-negative number")
     rng = np.random.default_rng(seed)
-    if file_kind(path) == "onnx":
-        return _verify_onnx(path, inputs_npz, rtol, atol, rng, dims or {})
-    return _verify_pt2(path, inputs_npz, rtol, atol, rng)
+    dims = dict(dims or {})
+    for name, size in dims.items():
+        if type(size) is not int or size < 0:
+            raise InputError(f"--dim {name}={size}: a size is a non-negative integer")
+    if inputs_npz and dims:
+        raise InputError("--dim sets the sizes of random inputs; with --inputs the arrays give every size")
+    kind = file_kind(path)
+    arrays = read_npz(inputs_npz) if inputs_npz else None
+    if kind == "onnx":
+        return _verify_onnx(path, arrays, inputs_npz, rtol, atol, rng, dims)
+    return _verify_pt2(path, arrays, inputs_npz, rtol, atol, rng, dims)
 
 
-def _verify_onnx(path, inputs_npz, rtol, atol, rng, dims) -> Verification:
+def _verify_onnx(path, arrays, inputs_npz, rtol, atol, rng, dims) -> Verification:
     import onnxruntime
 
     from .frontends import onnx as onnx_frontend
@@ -292,54 +459,113 @@ def _verify_onnx(path, inputs_npz, rtol, atol, rng, dims) -> Verification:
     initializers = {t.name for t in proto.graph.initializer}
     declared = [v for v in proto.graph.input if v.name not in initializers]
     names = [v.name for v in declared]
-    if inputs_npz:
-        inputs = _load_npz(inputs_npz, names)
+    if arrays is not None:
+        inputs = _bind_npz(inputs_npz, arrays, names)
+        _check_inputs(path, model.program.user_inputs, inputs, {})
     else:
+        known = {}
+        for v in declared:
+            for i, d in enumerate(v.type.tensor_type.shape.dim):
+                if not d.HasField("dim_value") and d.dim_param:
+                    known.setdefault(d.dim_param, f"{v.name} dim {i}")
+        _unknown_dims(path, dims, known)
         inputs = []
         for v in declared:
             tensor = v.type.tensor_type
             shape = tuple(_onnx_dim_size(d, dims) for d in tensor.shape.dim)
-            inputs.append(_random_input(shape, onnx_frontend.np_dtype(tensor.elem_type), rng))
+            inputs.append(_random_input(v.name, shape, onnx_frontend.np_dtype(tensor.elem_type), rng))
     try:
-        session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-        expected = session.run(None, dict(zip(names, inputs)))
+        # onnxruntime logs its warnings and refusals on stderr; a refusal is reported below instead.
+        options, run_options = onnxruntime.SessionOptions(), onnxruntime.RunOptions()
+        options.log_severity_level = run_options.log_severity_level = 4
+        session = onnxruntime.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        expected = session.run(None, dict(zip(names, inputs)), run_options)
     except Exception as e:  # noqa: BLE001 - the reference's failure is reported, not raised
-        raise ModelFileError(f"onnxruntime cannot run {path}: {' '.join(str(e).split())[:300]}") from None
+        raise ModelFileError(f"onnxruntime cannot run {path}: {_onnxruntime_reason(e)}") from None
     actual = model(*inputs)
     actual = [actual] if len(expected) == 1 else list(actual)
     checks = [_compare(name, a, e, rtol, atol) for name, a, e in zip(model.output_names, actual, expected)]
     return Verification(path, f"onnxruntime {onnxruntime.__version__}", checks, rtol, atol)
 
 
-def _verify_pt2(path, inputs_npz, rtol, atol, rng) -> Verification:
+def _onnxruntime_reason(error: Exception) -> str:
+    """onnxruntime's message without the C++ source location and signature it starts with."""
+    text = " ".join(str(error).split())
+    if "onnxruntime_src/" in text and ") " in text:
+        text = text[:text.index(" : ", text.index("FAIL") if "FAIL" in text else 0) + 3] \
+            + text.rsplit(") ", 1)[1] if "FAIL" in text else text.rsplit(") ", 1)[1]
+    return text[:300]
+
+
+def _pt2_random_inputs(path: str, ep, specs, rng, dims: dict[str, int]) -> list[np.ndarray]:
+    """Random inputs of the program's shapes: each size symbol `dims` gives, else 2 moved into the
+    range torch.export recorded for it, and derived sizes (2*s0) computed from those."""
+    import sympy
     import torch
 
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    exprs = []
+    known: dict[str, str] = {}
+    for spec in specs:
+        if spec.spec is None or spec.spec.shape is None:
+            raise InputError(f"{path}: input '{spec.name}' is not a tensor of known rank, so verify cannot make a "
+                             "random one; pass the inputs with --inputs")
+        val = placeholders[spec.value].meta.get("val") if spec.value in placeholders else None
+        shape = [d.node.expr if isinstance(d, torch.SymInt) else d for d in val.shape] \
+            if isinstance(val, torch.Tensor) else list(spec.spec.shape)
+        exprs.append(shape)
+        for i, d in enumerate(shape):
+            for symbol in getattr(d, "free_symbols", ()):
+                known.setdefault(str(symbol), f"{spec.name} dim {i}" + ("" if d == symbol else f": {d}"))
+    _unknown_dims(path, dims, known)
+    ranges = {str(k): v for k, v in ep.range_constraints.items()}
+    values = {}
+    for name in known:
+        if name in dims:
+            values[name] = dims[name]
+            continue
+        bounds = ranges.get(name)
+        lower, upper = (bounds.lower, bounds.upper) if bounds is not None else (0, None)
+        lo = int(lower) if isinstance(lower, (int, sympy.Integer)) else 0
+        hi = int(upper) if isinstance(upper, (int, sympy.Integer)) else None
+        values[name] = max(lo, 2) if hi is None else min(max(lo, 2), hi)
+    inputs = []
+    for spec, shape in zip(specs, exprs):
+        sizes = tuple(int(d.xreplace({s: values.get(str(s), 2) for s in d.free_symbols}))
+                      if isinstance(d, sympy.Expr) else (2 if d is None else int(d)) for d in shape)
+        inputs.append(_random_input(spec.name, sizes, np.dtype(spec.spec.dtype), rng))
+    return inputs
+
+
+def _verify_pt2(path, arrays, inputs_npz, rtol, atol, rng, dims) -> Verification:
+    import jax
+    import torch
+
+    from ._torch_utils import to_numpy, to_torch
     from .convert import from_exported_program
 
     ep = load_exported_program(path)
     model = from_exported_program(ep)
     specs = model.program.user_inputs
     names = [s.name for s in specs]
-    if inputs_npz:
-        inputs = _load_npz(inputs_npz, names)
+    if arrays is not None:
+        inputs = _bind_npz(inputs_npz, arrays, names)
     else:
-        inputs = [_random_input(tuple(d if d is not None else 2 for d in s.spec.shape), np.dtype(s.spec.dtype), rng)
-                  for s in specs]
+        inputs = _pt2_random_inputs(path, ep, specs, rng, dims)
+    _check_inputs(path, specs, inputs, model.program.dim_ranges)
     in_spec = ep.call_spec.in_spec
     # The program's own (args, kwargs): a model exported with keyword inputs refuses positional ones.
     args, kwargs = (torch.utils._pytree.tree_unflatten(inputs, in_spec)
                     if in_spec is not None and in_spec.num_leaves == len(inputs) else (inputs, {}))
-    torch_args, torch_kwargs = torch.utils._pytree.tree_map(
-        lambda x: torch.from_numpy(np.ascontiguousarray(x)), (args, kwargs))
+    torch_args, torch_kwargs = torch.utils._pytree.tree_map(to_torch, (args, kwargs))
     try:
         with torch.no_grad():
             expected = ep.module()(*torch_args, **torch_kwargs)
     except Exception as e:  # noqa: BLE001 - the reference's failure is reported, not raised
         raise ModelFileError(f"PyTorch cannot run {path}: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
-    flat_expected = [t.numpy() for t in torch.utils._pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    flat_expected = [to_numpy(t) if isinstance(t, torch.Tensor) else t for t in torch.utils._pytree.tree_leaves(expected)
+                     if isinstance(t, (torch.Tensor, int, float, bool))]
     actual = model(*args, **kwargs)
-    import jax
-
     flat_actual = jax.tree_util.tree_leaves(actual)
     checks = [_compare(f"output {i}", a, e, rtol, atol) for i, (a, e) in enumerate(zip(flat_actual, flat_expected))]
     if len(flat_actual) != len(flat_expected):
