@@ -31,6 +31,11 @@ def _hardmax(x, axis: int):
     return (positions == first).astype(x.dtype)
 
 
+def _plus_zero(x):
+    """`x` with -0.0 made 0.0 (`expm1(-0.0)` is -0.0 where `exp(-0.0) - 1` is 0.0)."""
+    return jnp.where(x == 0, jnp.zeros_like(x), x)
+
+
 def _softplus(x):
     return jnp.logaddexp(x, 0.0)
 
@@ -46,8 +51,9 @@ def _wide(fn, x, *args):
 
 @onnx("Celu", since=12)
 def celu(X, *, alpha=1.0):
-    """Celu(T X) -> T Y; max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
-    return _wide(lambda x: jnp.where(x > 0, x, alpha * jnp.expm1(x / alpha)), X)
+    """Celu(T X) -> T Y; max(0, x) + min(0, alpha * (exp(x / alpha) - 1)): 0 at -0.0, as that
+    formula gives (and onnxruntime)."""
+    return _wide(lambda x: jnp.where(x > 0, x, _plus_zero(alpha * jnp.expm1(x / alpha))), X)
 
 
 @onnx("Elu", since=1)
@@ -132,8 +138,8 @@ def prelu(X, slope):
 
 @onnx("Relu", since=1)
 def relu(X, *, consumed_inputs=None):
-    """Relu(T X) -> T Y; max(0, x)."""
-    return jnp.maximum(X, 0)
+    """Relu(T X) -> T Y; max(0, x): NaN and -0.0 pass through, as in onnxruntime."""
+    return jnp.where(X < 0, jnp.zeros_like(X), X)
 
 
 @onnx("Selu", since=1)
@@ -144,8 +150,9 @@ def selu_1(X, *, alpha=1.6732, gamma=1.0507, consumed_inputs=None):
 
 @onnx("Selu", since=6)
 def selu(X, *, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
-    """Selu(T X) -> T Y; gamma * x above 0, gamma * alpha * (exp(x) - 1) elsewhere."""
-    return _wide(lambda x: jnp.where(x > 0, gamma * x, (gamma * alpha) * jnp.expm1(x)), X)
+    """Selu(T X) -> T Y; gamma * x above 0, gamma * (alpha * exp(x) - alpha) elsewhere: 0 at
+    -0.0, as that formula gives (and onnxruntime)."""
+    return _wide(lambda x: jnp.where(x > 0, gamma * x, _plus_zero((gamma * alpha) * jnp.expm1(x))), X)
 
 
 @onnx("Shrink", since=9)

@@ -40,25 +40,41 @@ def _same_structure(a, b) -> bool:
     )
 
 
+def _traced_once(fn, *args):
+    """`fn` traced once, abstractly, into a jaxpr: (a function of the same arguments that
+    evaluates that jaxpr, the shapes and dtypes of `fn`'s results). Calling it traces nothing
+    again, so control flow nested n deep costs time linear in n, where tracing each branch or
+    body a second time (to learn its output types, then to build the `lax` op) would double the
+    time with each level."""
+    closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*args)
+    tree = jax.tree_util.tree_structure(shapes)
+
+    def run(*values):
+        flat = jax.tree_util.tree_leaves(values)
+        return jax.tree_util.tree_unflatten(tree, jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *flat))
+
+    return run, shapes
+
+
 @onnx("If", since=1, static=(0,))
 def if_(cond, *, then_branch, else_branch):
     """If(B cond) -> V... ; then_branch, else_branch: graphs with no inputs.
 
     The condition is declared static because ONNX lets the branches differ in shape and
     type (a sequence or an empty optional on one side), which only a concrete choice can
-    give; traced by a caller's own `jax.jit`, equal-typed branches become `lax.cond`.
+    give; traced by a caller's own `jax.jit`, equal-typed branches become `lax.cond`. Each
+    branch is traced once (`_traced_once`), however deep Ifs nest.
     """
     if _concrete(cond):
         chosen = then_branch if bool(np.asarray(cond).reshape(-1)[0]) else else_branch
         return tuple(chosen())
-    then_shapes = jax.eval_shape(lambda: tuple(then_branch()))
-    else_shapes = jax.eval_shape(lambda: tuple(else_branch()))
+    run_then, then_shapes = _traced_once(lambda: tuple(then_branch()))
+    run_else, else_shapes = _traced_once(lambda: tuple(else_branch()))
     if not _same_structure(then_shapes, else_shapes):
         raise jax.errors.ConcretizationTypeError(
             cond, "If whose branches differ in shape or type needs a condition known at trace time"
         )
-    return tuple(lax.cond(jnp.reshape(cond, (-1,))[0], lambda: tuple(then_branch()),
-                          lambda: tuple(else_branch())))
+    return tuple(lax.cond(jnp.reshape(cond, (-1,))[0], run_then, run_else))
 
 
 @onnx("Loop", since=1, static=(0,))
@@ -68,42 +84,59 @@ def loop(M=None, cond=None, *v_initial, body):
     body(iteration_num, condition, *loop_carried) -> (condition, *loop_carried, *scan_outputs).
     The trip count is static: it decides the scan outputs' length. With concrete operands,
     or a carried state whose shape or type changes (a growing sequence), the loop runs in
-    Python; otherwise it becomes `lax.while_loop` (no scan outputs) or `lax.scan`.
+    Python; otherwise the body is traced once (`_traced_body`) and becomes `lax.while_loop`
+    (no scan outputs) or `lax.scan`.
     """
     carried = list(v_initial)
-    index = jnp.asarray(0, index_dtype())
-    if _concrete(M, cond, *carried) or not _fixed_state(body, index, carried):
+    traced = None if _concrete(M, cond, *carried) else _traced_body(body, carried)
+    if traced is None:
         return _loop_in_python(M, cond, carried, body)
+    run, shapes, stays_true = traced
+    n_scan = len(shapes) - 1 - len(carried)
     # Concrete operands stay NumPy, so traced code can still read them.
     xp_m, xp_c = (np if _concrete(v) else jnp for v in (M, cond))
     trip_limit = None if M is None else xp_m.reshape(M, ())
     keep_going = np.asarray(True) if cond is None else xp_c.reshape(cond, ()).astype(bool)
-    probe = jax.eval_shape(lambda c: body(index, jnp.asarray(True), *c), carried)
-    n_scan = len(probe) - 1 - len(carried)
     if n_scan == 0:
-        return tuple(_while_loop(trip_limit, keep_going, carried, body))
+        return tuple(_while_loop(trip_limit, keep_going, carried, run))
     if _concrete(keep_going) and not bool(keep_going):  # no iteration: empty scan outputs
-        return _loop_in_python(0, None, carried, body)
+        return (*carried, *(jnp.zeros((0, *s.shape), s.dtype) for s in shapes[1 + len(carried):]))
     if trip_limit is None or not _concrete(trip_limit):
         raise jax.errors.ConcretizationTypeError(
             trip_limit, "Loop with scan outputs needs a trip count known at trace time"
         )
-    return tuple(_scanned_loop(int(trip_limit), keep_going, carried, body, n_scan))
+    if not _concrete(keep_going) or not bool(np.asarray(keep_going)) or not stays_true:
+        # The loop could stop early, so its scan outputs' length depends on values.
+        raise jax.errors.ConcretizationTypeError(keep_going, "Loop with scan outputs and a data-dependent condition")
+    return tuple(_scanned_loop(int(trip_limit), carried, run))
 
 
-def _fixed_state(body, index, carried) -> bool:
-    """Whether the loop-carried values are tensors that keep their shape and dtype (and the
-    scan outputs are tensors), as `lax` loops need."""
+def _traced_body(body, carried):
+    """The Loop body traced once, on an abstract iteration number and loop-carried values, its
+    condition input True (the body only runs while it is): (a function of (iteration_num,
+    *loop_carried) evaluating it, its results' shapes and dtypes, whether its condition result
+    is True at trace time), or None where `lax` loops cannot run it: carried values or scan
+    outputs that are not tensors, a state that changes shape or type, or a body that needs
+    concrete values (an op reading the iteration number statically)."""
     if any(v is None or isinstance(v, list) for v in carried):
-        return False
+        return None
+    stays_true = []
+
+    def step(i, *values):
+        outputs = body(i, np.asarray(True), *values)  # NumPy: stays concrete while traced
+        stays_true.append(_concrete(outputs[0]) and bool(np.asarray(outputs[0]).reshape(())))
+        return outputs
+
     try:
-        probe = jax.eval_shape(lambda c: body(index, jnp.asarray(True), *c), carried)
-    except Exception:  # noqa: BLE001 - e.g. a body op that needs the iteration number itself:
-        return False  # the Python loop then unrolls it, or reports the error
-    outputs = list(probe[1:])
+        run, shapes = _traced_once(step, jax.ShapeDtypeStruct((), index_dtype()), *carried)
+    except Exception:  # noqa: BLE001 - the Python loop then unrolls it, or reports the error
+        return None
+    outputs = list(shapes[1:])
     if any(v is None or isinstance(v, list) for v in outputs):
-        return False
-    return _same_structure(outputs[: len(carried)], carried)
+        return None
+    if not _same_structure(outputs[: len(carried)], carried):
+        return None
+    return run, shapes, bool(stays_true and stays_true[0])
 
 
 def _loop_in_python(M, cond, carried, body):
@@ -130,14 +163,14 @@ def _loop_in_python(M, cond, carried, body):
     return (*carried, *(_stack(store, None) for store in scans))
 
 
-def _while_loop(trip_limit, keep_going, carried, body):
+def _while_loop(trip_limit, keep_going, carried, run):
     def condition(state):
         i, going, _ = state
         return going if trip_limit is None else going & (i < trip_limit)
 
     def step(state):
-        i, going, values = state
-        outputs = body(i, going, *values)
+        i, _, values = state
+        outputs = run(i, *values)
         new_values = [jnp.asarray(v).astype(jnp.result_type(old)) for v, old in zip(outputs[1:], values)]
         return i + 1, jnp.reshape(outputs[0], ()).astype(bool), new_values
 
@@ -147,22 +180,17 @@ def _while_loop(trip_limit, keep_going, carried, body):
     return final
 
 
-def _scanned_loop(trips: int, keep_going, carried, body, n_scan: int):
-    def step(state, i):
-        going, values = state
-        outputs = body(i, np.asarray(True), *values)  # NumPy: stays concrete while traced
-        if not _concrete(outputs[0]) or not bool(np.asarray(outputs[0]).reshape(())):
-            # The loop could stop early, so its scan outputs' length depends on values.
-            raise jax.errors.ConcretizationTypeError(
-                outputs[0], "Loop with scan outputs and a data-dependent condition"
-            )
-        new_values = [jnp.asarray(v).astype(jnp.result_type(old)) for v, old in zip(outputs[1:], values)]
-        return (going, new_values), [jnp.asarray(v) for v in outputs[1 + len(values):]]
+def _scanned_loop(trips: int, carried, run):
+    """A Loop that runs all `trips` iterations (its condition stays True), stacking its scan
+    outputs."""
 
-    if not _concrete(keep_going) or not bool(np.asarray(keep_going)):
-        raise jax.errors.ConcretizationTypeError(keep_going, "Loop with scan outputs and a data-dependent condition")
+    def step(values, i):
+        outputs = run(i, *values)
+        new_values = [jnp.asarray(v).astype(jnp.result_type(old)) for v, old in zip(outputs[1:], values)]
+        return new_values, [jnp.asarray(v) for v in outputs[1 + len(values):]]
+
     carried = [jnp.asarray(v) for v in carried]
-    (_, final), stacked = lax.scan(step, (keep_going, carried), jnp.arange(trips, dtype=index_dtype()))
+    final, stacked = lax.scan(step, carried, jnp.arange(trips, dtype=index_dtype()))
     return (*final, *stacked)
 
 

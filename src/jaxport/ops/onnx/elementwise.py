@@ -99,10 +99,31 @@ def _pow(x, y):
     return jnp.power(x, y.astype(x.dtype))
 
 
+def _clamp(x, low, high):
+    """`x` within [low, high] (either None: unbounded); NaN and the sign of a zero within the
+    bounds pass through, as in onnxruntime (`jnp.clip` makes clip(-0.0, 0.0) 0.0)."""
+    if low is not None:
+        x = jnp.where(x < low, jnp.asarray(low, x.dtype), x)
+    if high is not None:
+        x = jnp.where(x > high, jnp.asarray(high, x.dtype), x)
+    return x
+
+
+def _no_zero_divisor(b, op: str) -> None:
+    """Refuse an integer divisor holding 0 when its value is known (a constant, or a model run op
+    by op), as onnxruntime does. A divisor computed under `jax.jit` cannot raise: Div then
+    gives x / 0 = -1 (all bits set: the unsigned maximum) and INT_MIN / -1 = INT_MIN (onnxruntime
+    crashes on that one with SIGFPE); Mod gives 0, or x with fmod=1."""
+    if not isinstance(b, jax.core.Tracer) and np.any(np.asarray(b) == 0):
+        raise ZeroDivisionError(f"{op} by zero (onnxruntime refuses it too)")
+
+
 def _div(a, b):
+    divisor = b  # checked as given: under jax.jit, even jnp.asarray of a constant is traced
     a, b = jnp.asarray(a), jnp.asarray(b)
     if _is_float(a):
         return jnp.divide(a, b)
+    _no_zero_divisor(divisor, "integer division")
     a, b = jnp.broadcast_arrays(a, b)
     return lax.div(a, b)  # integer division truncates toward zero, as in C
 
@@ -251,18 +272,19 @@ def ceil(X, *, consumed_inputs=None):
 def clip_1(input, *, min=-3.4028234663852886e38, max=3.4028234663852886e38,
            consumed_inputs=None):
     """Clip-1/6(T input) -> T output; bounds `min`, `max` as attributes."""
-    return jnp.minimum(jnp.maximum(input, min), max)
+    return _clamp(jnp.asarray(input), min, max)
 
 
 @onnx("Clip", since=11)
 def clip(input, min=None, max=None):
-    """Clip(T input, T min?, T max?) -> T output; with min > max every value becomes max."""
+    """Clip(T input, T min?, T max?) -> T output; with min > max every value becomes max. An
+    omitted bound is the type's lowest / highest finite value (so infinities clip to them)."""
     x = jnp.asarray(input)
-    if min is not None:
-        x = jnp.maximum(x, min)
-    if max is not None:
-        x = jnp.minimum(x, max)
-    return x
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        lowest, highest = jnp.finfo(x.dtype).min, jnp.finfo(x.dtype).max
+        min = lowest if min is None else min
+        max = highest if max is None else max
+    return _clamp(x, min, max)
 
 
 @onnx("Cos", since=7)
@@ -285,7 +307,8 @@ def div_1(A, B, *, broadcast=0, axis=None, consumed_inputs=None):
 
 @onnx("Div", since=7)
 def div(A, B):
-    """Div(T A, T B) -> T C; integers divide truncating toward zero."""
+    """Div(T A, T B) -> T C; integers divide truncating toward zero, and an integer B of 0 is
+    refused where known (`_no_zero_divisor`)."""
     return _div(A, B)
 
 
@@ -403,7 +426,10 @@ def min_(*data, consumed_inputs=None):
 
 @onnx("Mod", since=10)
 def mod(A, B, *, fmod=0):
-    """Mod(T A, T B) -> T C; fmod=0: sign of B (floor), fmod=1: sign of A (truncate)."""
+    """Mod(T A, T B) -> T C; fmod=0: sign of B (floor), fmod=1: sign of A (truncate). An integer
+    B of 0 is refused where known (`_no_zero_divisor`)."""
+    if not _is_float(jnp.asarray(A)):
+        _no_zero_divisor(B, "integer modulo")
     a, b = jnp.broadcast_arrays(A, B)
     if fmod:
         return lax.rem(a, b)
@@ -477,8 +503,9 @@ def round_(X):
 
 @onnx("Sign", since=9)
 def sign(input):
-    """Sign(T input) -> T output."""
-    return jnp.sign(input)
+    """Sign(T input) -> T output; 0 for -0.0 (the spec's "0 if input == 0", as onnxruntime)."""
+    x = jnp.asarray(input)
+    return jnp.where(x == 0, jnp.zeros_like(x), jnp.sign(x))
 
 
 @onnx("Sin", since=7)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -19,13 +20,14 @@ from ._helpers import index_dtype, normalize_axis, static_array
 _REDUCTIONS = {"none": "set", "add": "add", "mul": "multiply", "max": "max", "min": "min"}
 
 
-def _element_index(indices, axis: int, dim: int) -> tuple:
-    """The full index of ScatterElements/GatherElements: `indices` on `axis`, position elsewhere."""
+def _element_index(indices, axis: int, dim: int, from_end: bool = True) -> tuple:
+    """The full index of ScatterElements/GatherElements: `indices` on `axis` (negative ones
+    counted from the end unless `from_end` is False), position elsewhere."""
     ndim = jnp.ndim(indices)
     index = []
     for d, n in enumerate(jnp.shape(indices)):
         if d == axis:
-            index.append(_from_end(indices, dim))
+            index.append(_from_end(indices, dim) if from_end else indices)
         else:
             index.append(jnp.arange(n, dtype=indices.dtype).reshape((1,) * d + (n,) + (1,) * (ndim - d - 1)))
     return tuple(index)
@@ -36,6 +38,20 @@ def _from_end(indices, dim: int):
     if jnp.dtype(indices.dtype).kind == "u":
         return indices
     return jnp.where(indices < 0, indices + dim, indices)
+
+
+def _check_in_range(indices, dim: int, what: str) -> None:
+    """Refuse an index outside [-dim, dim - 1] when its value is known (a constant, or a model run
+    op by op), as onnxruntime refuses it. Indices computed under `jax.jit` cannot raise; an
+    out-of-range one there reads the fill value of `jnp.take(mode="fill")`: NaN for floats, the
+    minimum of a signed integer type, the maximum of an unsigned one, True for booleans."""
+    if isinstance(indices, jax.core.Tracer):
+        return
+    values = np.asarray(indices)
+    bad = (values < -dim) | (values >= dim)
+    if bad.any():
+        raise IndexError(f"{what} index {values[bad].reshape(-1)[0]} is out of range for a dim of size {dim} "
+                         f"(valid: {-dim} to {dim - 1}; onnxruntime refuses it too)")
 
 
 def _scatter(data, index: tuple, updates, reduction: str):
@@ -56,31 +72,42 @@ def compress(input, condition, *, axis=None):
 
 @onnx("Gather", since=1)
 def gather(data, indices, *, axis=0):
-    """Gather(T data, Tind indices) -> T output; picks entries of `axis`."""
+    """Gather(T data, Tind indices) -> T output; picks entries of `axis`. An index out of range
+    is refused where known, and reads a fill value under `jax.jit` (`_check_in_range`)."""
     axis = normalize_axis(axis, jnp.ndim(data))
-    return jnp.take(data, _from_end(jnp.asarray(indices), jnp.shape(data)[axis]), axis=axis)
+    dim = jnp.shape(data)[axis]
+    _check_in_range(indices, dim, "Gather")
+    # jnp's "fill" mode counts negative indices from the end itself, and fills below -dim.
+    return jnp.take(data, jnp.asarray(indices), axis=axis, mode="fill")
 
 
 @onnx("GatherElements", since=11)
 def gather_elements(data, indices, *, axis=0):
-    """GatherElements(T data, Tind indices) -> T output, shaped like indices."""
+    """GatherElements(T data, Tind indices) -> T output, shaped like indices. An index out of
+    range is refused where known, and reads a fill value under `jax.jit` (`_check_in_range`)."""
     axis = normalize_axis(axis, jnp.ndim(data))
-    return jnp.asarray(data)[_element_index(jnp.asarray(indices), axis, jnp.shape(data)[axis])]
+    _check_in_range(indices, jnp.shape(data)[axis], "GatherElements")
+    index = _element_index(jnp.asarray(indices), axis, jnp.shape(data)[axis], from_end=False)
+    return jnp.asarray(data).at[index].get(mode="fill")  # counts negative indices from the end
 
 
 @onnx("GatherND", since=11)
 def gather_nd(data, indices, *, batch_dims=0):
-    """GatherND(T data, int64 indices) -> T output; the first batch_dims dims are shared."""
+    """GatherND(T data, int64 indices) -> T output; the first batch_dims dims are shared. An
+    index out of range is refused where known, and reads a fill value under `jax.jit`
+    (`_check_in_range`)."""
+    shape, ishape, depth = jnp.shape(data), jnp.shape(indices), jnp.shape(indices)[-1]
+    if not isinstance(indices, jax.core.Tracer):
+        for i in range(depth):
+            _check_in_range(np.asarray(indices)[..., i], shape[batch_dims + i], "GatherND")
     data, indices = jnp.asarray(data), jnp.asarray(indices)
-    shape, ishape = data.shape, indices.shape
-    depth = ishape[-1]
     batch = math.prod(shape[:batch_dims])
     middle = math.prod(ishape[batch_dims:-1])
     flat_data = jnp.reshape(data, (batch, *shape[batch_dims:]))
     flat_indices = jnp.reshape(indices, (batch, middle, depth))
     rows = jnp.broadcast_to(jnp.arange(batch, dtype=indices.dtype)[:, None], (batch, middle))
-    cols = [_from_end(flat_indices[..., i], shape[batch_dims + i]) for i in range(depth)]
-    return jnp.reshape(flat_data[(rows, *cols)], ishape[:-1] + shape[batch_dims + depth:])
+    cols = [flat_indices[..., i] for i in range(depth)]  # "fill" counts negative ones from the end
+    return jnp.reshape(flat_data.at[(rows, *cols)].get(mode="fill"), ishape[:-1] + shape[batch_dims + depth:])
 
 
 @onnx("NonZero", since=9, value_dependent=True)

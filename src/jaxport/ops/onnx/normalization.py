@@ -171,15 +171,15 @@ def layer_normalization(X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1
 @onnx("LpNormalization", since=1)
 def lp_normalization(input, *, axis=-1, p=2):
     """LpNormalization(T input) -> T output; axis, p (1 or 2): input over its p-norm along
-    axis; an all-zero slice stays zero."""
+    axis; an all-zero slice becomes 0.0 (-0.0 included, as in onnxruntime)."""
     compute = _compute_dtype(input.dtype)
     x = input.astype(compute)
     if p == 1:
         norm = jnp.sum(jnp.abs(x), axis=axis, keepdims=True)
     else:
         norm = jnp.sqrt(jnp.sum(jnp.square(x), axis=axis, keepdims=True))
-    norm = jnp.where(norm == 0, jnp.ones((), compute), norm)
-    return (x / norm).astype(input.dtype)
+    zero = jnp.zeros((), compute)
+    return jnp.where(norm == 0, zero, x / jnp.where(norm == 0, jnp.ones((), compute), norm)).astype(input.dtype)
 
 
 @onnx("LRN", since=1)

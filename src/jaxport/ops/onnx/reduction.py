@@ -159,6 +159,8 @@ def _top_k(X, k, axis, largest):
             keys = jnp.invert(moved)
         else:
             keys = -moved
+    if jnp.issubdtype(X.dtype, jnp.floating):
+        keys = jnp.where(keys == 0, jnp.zeros_like(keys), keys)  # -0.0 == 0.0: tied, lower index first
     _, index = lax.top_k(keys, k)
     values = jnp.take_along_axis(moved, index, axis=-1)
     return jnp.moveaxis(values, -1, axis), jnp.moveaxis(index.astype(index_dtype()), -1, axis)
