@@ -275,6 +275,20 @@ def test_native_batch_norm_legit_no_stats(shape, affine, dtype):
     check("_native_batch_norm_legit.no_stats", x, w, b, True, 0.1, 1e-5)
 
 
+
+@pytest.mark.parametrize("shape, dim, dtype", [
+    pytest.param((6, 3, 5), 0, F32, id="dim0"),  # nn.utils.parametrizations.weight_norm's default
+    pytest.param((6, 3, 5), 2, F32, id="last"),  # wav2vec2's positional conv
+    pytest.param((6, 3, 5), 1, F32, id="middle"),
+    pytest.param((6, 3, 5), -1, F32, id="whole"),  # -1: the norm of all of v
+    pytest.param((4, 8), 0, BF16, id="bfloat16"),
+])
+def test_weight_norm(shape, dim, dtype):
+    v = randn(*shape, dtype=dtype)
+    g = randn(*[1] * len(shape), dtype=dtype) if dim == -1 else randn(
+        *[n if d == dim else 1 for d, n in enumerate(shape)], dtype=dtype)
+    check("_weight_norm.default", v, g, dim)
+
 LAYER_NORMS = [
     pytest.param((4, 6), [6], True, F32, id="2d"),
     pytest.param((2, 3, 4, 5), [4, 5], True, F32, id="4d-last2"),

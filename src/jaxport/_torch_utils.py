@@ -176,7 +176,8 @@ def _functional_candidates(op, suffix: str = "") -> list:
 
 
 def _arguments(op) -> list[tuple[str, str]]:
-    return [(a.name, str(a.type)) for a in op._schema.arguments]
+    # The written tensor is `self` in-place and at times `input` in the twin (`dropout_`).
+    return [("self" if a.name == "input" else a.name, str(a.type)) for a in op._schema.arguments]
 
 
 def written_argument(op) -> int | None:

@@ -152,8 +152,8 @@ def aten_prelu(self, weight):
 
 @aten("relu.default")
 def aten_relu(self):
-    """relu(Tensor self) -> Tensor"""
-    return jnp.where(self > 0, self, jnp.zeros_like(self)) if self.dtype != jnp.bool_ else self
+    """relu(Tensor self) -> Tensor; NaN and -0.0 pass through, as in PyTorch's clamp_min(x, 0)."""
+    return jnp.where(self < 0, jnp.zeros_like(self), self) if self.dtype != jnp.bool_ else self
 
 
 @aten("relu6.default")

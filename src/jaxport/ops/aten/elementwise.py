@@ -8,7 +8,6 @@ scalar operands take part in that float32 math unrounded, as in PyTorch.
 from __future__ import annotations
 
 import jax.numpy as jnp
-import jax.scipy.special as jsp
 import numpy as np
 from jax import lax
 
@@ -391,18 +390,6 @@ def aten_heaviside(self, values):
 def aten_hypot(self, other):
     """hypot(Tensor self, Tensor other) -> Tensor"""
     return _compute(jnp.hypot, result_type(self, other), self, other)
-
-
-@aten("igamma.default")
-def aten_igamma(self, other):
-    """igamma(Tensor self, Tensor other) -> Tensor"""
-    return _float_binary(jsp.gammainc, self, other)
-
-
-@aten("igammac.default")
-def aten_igammac(self, other):
-    """igammac(Tensor self, Tensor other) -> Tensor"""
-    return _float_binary(jsp.gammaincc, self, other)
 
 
 @aten("isclose.default")

@@ -1,4 +1,5 @@
-"""ATen lowerings: batch, layer, group, instance and RMS normalisation, and their backward.
+"""ATen lowerings: batch, layer, group, instance and RMS normalisation, their backward, and weight
+normalisation.
 
 Statistics are computed in float32 for float16/bfloat16 inputs, as PyTorch's CPU
 kernels do; the saved mean/rstd outputs are float32 only when the op mixes a
@@ -167,6 +168,21 @@ def aten__native_batch_norm_legit_no_training(
 ):
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     return _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)[:3]
+
+
+@aten("_weight_norm.default")
+def aten__weight_norm(v, g, dim=0):
+    """_weight_norm(Tensor v, Tensor g, int dim=0) -> Tensor; v * g / ||v||, the norm over every
+    dim but `dim` (over all of v when dim is -1, as PyTorch's norm_except_dim takes it)."""
+    compute = opmath_type(v.dtype)
+    x = v.astype(compute)
+    if dim == -1:
+        norm = jnp.sqrt(jnp.sum(x * x))
+    else:
+        dim = dim % max(v.ndim, 1)
+        axes = tuple(a for a in range(v.ndim) if a != dim)
+        norm = jnp.sqrt(jnp.sum(x * x, axis=axes, keepdims=True))
+    return (x * (g.astype(compute) / norm)).astype(jnp.result_type(v, g))
 
 
 @aten("batch_norm.default")

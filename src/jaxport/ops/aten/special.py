@@ -407,6 +407,84 @@ def aten_i0(self):
     """i0(Tensor self) -> Tensor"""
     return _float_unary(jsp.i0, self)
 
+# Temme's uniform asymptotic expansion of the regularized incomplete gamma functions for large a
+# near x (DLMF 8.12; Cephes' `igam` table, as PyTorch's `_igam_helper_asymptotic_series`):
+# coefficients d[k][n] of C_k(eta) = sum_n d[k][n] eta**n.
+_TEMME = (
+    (-3.3333333333333333e-1, 8.3333333333333333e-2, -1.4814814814814815e-2, 1.1574074074074074e-3,
+     3.527336860670194e-4, -1.7875514403292181e-4, 3.9192631785224378e-5),
+    (-1.8518518518518519e-3, -3.4722222222222222e-3, 2.6455026455026455e-3, -9.9022633744855967e-4,
+     2.0576131687242798e-4),
+    (4.1335978835978836e-3, -2.6813271604938272e-3, 7.7160493827160494e-4),
+)
+#: Where the expansion takes over from `jax.scipy.special.gammainc`: a at least this large and
+#: x within this fraction of a. There JAX's series loses digits as a grows (float32 is off in the
+#: third digit by a = 1e5) and its float64 loop never ends once a and x pass about 1e16.
+_TEMME_MIN_A, _TEMME_MAX_RATIO = 20.0, 0.3
+
+
+def _igamma(a, x, upper: bool):
+    """P(a, x) (or Q(a, x) when `upper`) as PyTorch's igamma/igammac: JAX's, with Temme's
+    expansion where a is large and x near it (`_TEMME_MIN_A`)."""
+    dtype = a.dtype
+    near = (a >= _TEMME_MIN_A) & (jnp.abs(x - a) < _TEMME_MAX_RATIO * a) & jnp.isfinite(a)
+    # a below the epsilon, where JAX's underflows to P = 0 (or never ends when x is as small):
+    # Q(a, x) = a E1(x) + O(a^2).
+    tiny = (a > 0) & (a < jnp.finfo(dtype).eps) & (x > 0)
+    one = jnp.ones_like(a)
+    own = near | tiny
+    safe_a, safe_x = jnp.where(own, one, a), jnp.where(own, one, x)  # JAX's never sees those inputs
+    fallback = (jsp.gammaincc if upper else jsp.gammainc)(safe_a, safe_x)
+    big_a = jnp.where(near, a, jnp.asarray(_TEMME_MIN_A, dtype))
+    sigma = jnp.where(near, (x - a) / big_a, 0)
+    # eta = sign(sigma) sqrt(2 (sigma - log1p(sigma))), with the difference summed as a series
+    # near 0, where it cancels.
+    log1pmx = jnp.where(jnp.abs(sigma) < 1e-2, -sigma**2 / 2 + sigma**3 / 3 - sigma**4 / 4 + sigma**5 / 5,
+                        jnp.log1p(sigma) - sigma)
+    eta = jnp.sign(sigma) * jnp.sqrt(jnp.maximum(-2 * log1pmx, 0))
+    total, power = jnp.zeros_like(a), jnp.ones_like(a)
+    for coefficients in _TEMME:
+        term = jnp.zeros_like(a)
+        for c in reversed(coefficients):
+            term = term * eta + jnp.asarray(c, dtype)
+        total = total + term * power
+        power = power / big_a
+    sign = 1 if upper else -1
+    series = (0.5 * lax.erfc(sign * eta * jnp.sqrt(big_a / 2))
+              + sign * jnp.exp(-0.5 * big_a * eta * eta) * total / jnp.sqrt(2 * math.pi * big_a))
+    out = jnp.where(near, series, fallback)
+    # E1 by its series where x is small (JAX's exp1 does not return for x near the smallest float).
+    small_x = x < 1e-2
+    series_x = jnp.where(small_x, x, 1e-2)
+    e1 = jnp.where(small_x, -np.euler_gamma - jnp.log(series_x) + series_x - series_x**2 / 4 + series_x**3 / 18,
+                   jsp.exp1(jnp.where(small_x | ~tiny, 1, x)))
+    upper_tail = jnp.where(tiny, a, 0) * e1
+    out = jnp.where(tiny, upper_tail if upper else 1 - upper_tail, out)
+    # PyTorch's edge cases, the first that holds deciding (`calc_igamma` / `calc_igammac`).
+    at_zero, at_infinity = (1, 0) if upper else (0, 1)  # the values at x = 0 and x = inf
+    return jnp.select(
+        [(x < 0) | (a < 0), a == 0, x == 0, jnp.isinf(a), jnp.isinf(x)],
+        [jnp.nan, jnp.where(x > 0, at_infinity, jnp.nan), at_zero,
+         jnp.where(jnp.isinf(x), jnp.nan, at_zero), at_infinity],
+        out,
+    ).astype(dtype)
+
+
+@aten("igamma.default")
+def aten_igamma(self, other):
+    """igamma(Tensor self, Tensor other) -> Tensor"""
+    dtype = float_type(result_type(self, other))
+    compute = opmath_type(dtype)
+    return _igamma(jnp.asarray(self, compute), jnp.asarray(other, compute), upper=False).astype(dtype)
+
+
+@aten("igammac.default")
+def aten_igammac(self, other):
+    """igammac(Tensor self, Tensor other) -> Tensor"""
+    dtype = float_type(result_type(self, other))
+    compute = opmath_type(dtype)
+    return _igamma(jnp.asarray(self, compute), jnp.asarray(other, compute), upper=True).astype(dtype)
+
 
 @aten("mvlgamma.default")
 def aten_mvlgamma(self, p):
