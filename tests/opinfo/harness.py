@@ -194,6 +194,33 @@ SIGN_FREE_VECTORS = {
 }
 
 
+#: Why a special-values sample (`run_sample(..., special_values=True)`, tests/test_special_values.py)
+#: is judged against PyTorch run on its inputs with subnormals flushed to zero: XLA:CPU runs
+#: compiled code with denormals-are-zero and flush-to-zero set (MXCSR DAZ/FTZ), and every jaxport
+#: path computes through XLA, so a subnormal input acts as a zero of its sign (1e-45 > 0 is False)
+#: and a subnormal result comes out as one. Zeros are compared by sign there too.
+SUBNORMALS_AS_ZERO = "XLA:CPU flushes subnormal floats to zeros of the same sign (DAZ/FTZ)"
+
+
+def flush_subnormals(t):
+    """`t` with its subnormal floats replaced by zeros of the same sign, as XLA:CPU reads them."""
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+        return t
+    return torch.where(t.abs() < torch.finfo(t.dtype).tiny, t * 0, t)
+
+
+def _signed_zeros(got: torch.Tensor, want: torch.Tensor) -> str:
+    """Empty when every zero of `want` that `got` also has (subnormals counting as zeros) has its sign."""
+    if not want.is_floating_point() or want.dtype != got.dtype:
+        return ""
+    got, want = flush_subnormals(got), flush_subnormals(want)
+    wrong = (got == 0) & (want == 0) & (got.signbit() != want.signbit())
+    if not wrong.any():
+        return ""
+    first = tuple(i.item() for i in wrong.nonzero()[0])
+    return f"{int(wrong.sum())} zeros of the wrong sign, first at index {first} (expected {want[first].item()})"
+
+
 @dataclasses.dataclass
 class Outcome:
     status: str  # passed | failed | unexportable | unconvertible
@@ -300,11 +327,11 @@ def _complex_or_sparse(outputs) -> bool:
     return any(isinstance(e, torch.Tensor) and (e.is_complex() or e.layout != torch.strided) for e in outputs)
 
 
-def _compare(actual, expected, dtype, values: bool, tolerance=None, checks=None) -> str:
+def _compare(actual, expected, dtype, values: bool, tolerance=None, checks=None, signed_zeros=False) -> str:
     """An empty string when `actual` (jax) matches `expected` (torch), else why not.
 
     `checks` maps an output to its own comparison, for outputs PyTorch defines only up to
-    tie order or sign.
+    tie order or sign. With `signed_zeros`, zeros must also have PyTorch's sign.
     """
     if len(actual) != len(expected):
         return f"{len(actual)} outputs, expected {len(expected)}"
@@ -339,6 +366,9 @@ def _compare(actual, expected, dtype, values: bool, tolerance=None, checks=None)
         except AssertionError as err:
             lines = [ln for ln in str(err).splitlines() if ln.strip()]
             return f"output {i}: " + "; ".join(lines[:3])
+        why = _signed_zeros(got, e.detach()) if signed_zeros else ""
+        if why:
+            return f"output {i}: {why}"
     return ""
 
 
@@ -360,12 +390,12 @@ def _as_accurate_as_torch(module, tensors, actual, expected, dtype) -> str:
     return ""
 
 
-def _judge(op, sample, dtype, actual, expected, values: bool) -> str:
+def _judge(op, sample, dtype, actual, expected, values: bool, signed_zeros=False) -> str:
     """Why `actual` does not match PyTorch's `expected` (empty if it does), with the harness's
     per-op tolerances and float64 references applied."""
     override = TOLERANCE_OVERRIDES.get((opinfo_id(op), dtype))
     why = _compare(actual, expected, dtype, values, override[0] if override else None,
-                   _output_checks(op, sample))
+                   _output_checks(op, sample), signed_zeros)
     referenced = (HALF_ACCURACY_REFERENCE if dtype in (torch.float16, torch.bfloat16)
                   else FLOAT32_ACCURACY_REFERENCE if dtype == torch.float32 else {})
     if why and opinfo_id(op) in referenced:
@@ -402,11 +432,20 @@ def _draws_random(model, inputs) -> bool:
     )
 
 
-def run_sample(op, sample, dtype, *, decompose: str = "auto") -> Outcome:
-    """Export, convert and compare one OpInfo sample."""
+def run_sample(op, sample, dtype, *, decompose: str = "auto", special_values: bool = False) -> Outcome:
+    """Export, convert and compare one OpInfo sample.
+
+    `special_values` marks a sample built from NaN, infinities, signed zeros and subnormals:
+    zeros then compare by sign, and PyTorch's reference sees subnormals as XLA:CPU does
+    (`SUBNORMALS_AS_ZERO`).
+    """
     module, tensors = _sample_module(op, sample)
     try:
-        expected = _run_torch(module, tensors, seed=0)
+        if special_values:
+            expected = [flush_subnormals(e) for e in
+                        _run_torch(module, [flush_subnormals(t) for t in tensors], seed=0)]
+        else:
+            expected = _run_torch(module, tensors, seed=0)
     except Exception as e:
         return Outcome("unexportable", f"PyTorch eager fails: {type(e).__name__}")
     if _complex_or_sparse(expected):
@@ -442,7 +481,7 @@ def run_sample(op, sample, dtype, *, decompose: str = "auto") -> Outcome:
             return Outcome("failed", f"{mode}: LoweringError: {str(e).splitlines()[0][:200]}", ops)
         except Exception as e:
             return Outcome("failed", f"{mode}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}", ops)
-        why = _judge(op, sample, dtype, actual, expected, values)
+        why = _judge(op, sample, dtype, actual, expected, values, signed_zeros=special_values)
         if why:
             return Outcome("failed", f"{mode}: {why}", ops)
     return Outcome("passed", "", ops)
