@@ -127,6 +127,17 @@ def opmath_type(dtype) -> np.dtype:
     return dtype
 
 
+def rounded_as(x, dtype):
+    """`x`, computed in `dtype`'s opmath type, rounded to `dtype`'s precision and kept in the
+    opmath type: one step of a PyTorch kernel that does its arithmetic in a half type. A
+    `reduce_precision`, because XLA may drop a convert pair (its excess-precision rule) and keep
+    a float16 chain in float32."""
+    if opmath_type(dtype) == np.dtype(dtype):
+        return x
+    info = jnp.finfo(dtype)
+    return jax.lax.reduce_precision(x, exponent_bits=info.nexp, mantissa_bits=info.nmant)
+
+
 def is_floating(x) -> bool:
     return category(x.dtype) == _FLOAT
 

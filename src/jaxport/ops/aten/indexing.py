@@ -20,7 +20,7 @@ import numpy as np
 from jax import lax
 
 from ..registry import aten
-from ._promotion import canonical, fill_value, opmath_type, result_type
+from ._promotion import canonical, fill_value, opmath_type, result_type, rounded_as
 
 _REDUCE = {"sum": "add", "add": "add", "mean": "add", "prod": "multiply", "multiply": "multiply",
            "amax": "max", "amin": "min"}
@@ -309,11 +309,9 @@ def aten_histc(self, bins=100, min=0, max=0):
     inside = (x >= low) & (x <= high)  # NaN is outside
     # PyTorch's linear interpolation, in the same order of operations; the last bin is closed.
     # Its CPU kernel does this arithmetic in the input's dtype, so a half input rounds after each
-    # step (reduce_precision, because XLA may keep a plain float16 chain in float32).
+    # step (`rounded_as`).
     def rounded(v):
-        if compute == dtype:
-            return v
-        return lax.reduce_precision(v, exponent_bits=jnp.finfo(dtype).nexp, mantissa_bits=jnp.finfo(dtype).nmant)
+        return rounded_as(v, dtype)
 
     offset = rounded(rounded(x - low) * np.asarray(bins, compute))
     pos = rounded(offset / rounded(high - low)).astype(np.int32)

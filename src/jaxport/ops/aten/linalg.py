@@ -23,7 +23,7 @@ import numpy as np
 from jax import lax
 
 from ..registry import aten, custom
-from ._promotion import canonical, opmath_type, promote, result_type
+from ._promotion import canonical, opmath_type, promote, result_type, rounded_as
 
 
 def _product(fn, *operands):
@@ -277,7 +277,7 @@ def aten_addr(self, vec1, vec2, *, beta=1, alpha=1):
     if opmath_type(dtype) != dtype:
         # PyTorch's kernel computes beta * self + alpha * vec1 * vec2 elementwise, rounding each op.
         def r(x):
-            return x.astype(dtype).astype(np.float32)
+            return rounded_as(x, dtype)
 
         product = r(r(r(jnp.asarray(alpha, np.float32)) * vec1.astype(np.float32))[:, None] * vec2.astype(np.float32))
         if beta != 0:
@@ -394,7 +394,14 @@ def aten_linalg_cond(self, p=None):
 def aten_linalg_cross(self, other, *, dim=-1):
     """linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor"""
     shape = jnp.broadcast_shapes(self.shape, other.shape)
-    self, other = jnp.broadcast_to(self, shape), jnp.broadcast_to(other, shape.astype if False else shape)
+    self, other = jnp.broadcast_to(self, shape), jnp.broadcast_to(other, shape)
+    dtype = self.dtype
+    if jnp.issubdtype(dtype, jnp.floating) and opmath_type(dtype) != dtype:
+        # PyTorch's half kernel rounds each product and the difference to the half type.
+        a, b = (jnp.moveaxis(t.astype(opmath_type(dtype)), dim, 0) for t in (self, other))
+        parts = [rounded_as(rounded_as(a[i] * b[j], dtype) - rounded_as(a[j] * b[i], dtype), dtype)
+                 for i, j in ((1, 2), (2, 0), (0, 1))]
+        return jnp.moveaxis(jnp.stack(parts), 0, dim).astype(dtype)
     return jnp.cross(self, other, axis=dim)
 
 
