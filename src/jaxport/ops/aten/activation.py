@@ -220,7 +220,8 @@ def aten_softshrink(self, lambd=0.5):
     """softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
     x = _compute(self)
     lambd = _scalar(lambd, x)
-    out = jnp.where(x > lambd, x - lambd, jnp.where(x < -lambd, x + lambd, jnp.zeros_like(x)))
+    # x * 0 in the middle, as PyTorch's kernel: NaN stays NaN, a negative x gives -0.0.
+    out = jnp.where(x > lambd, x - lambd, jnp.where(x < -lambd, x + lambd, x * 0))
     return out.astype(self.dtype)
 
 
