@@ -38,7 +38,7 @@ import zipfile
 import zlib
 from typing import Any
 
-from .errors import ModelFileError
+from .errors import ModelFileError, one_line
 
 _MODEL = "model"  # the program torch.export.load returns
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -63,7 +63,7 @@ class _Archive:
         self.members = {i.filename[len(root):]: i for i in infos if not i.is_dir()}
 
     def unreadable(self, reason: str) -> ModelFileError:
-        return ModelFileError(f"{self.path} is not a readable torch.export archive: {' '.join(reason.split())}")
+        return ModelFileError(f"{self.path} is not a readable torch.export archive: {one_line(reason)}")
 
     def size(self, name: str) -> int:
         return self.members[name].file_size

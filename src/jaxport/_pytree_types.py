@@ -26,7 +26,7 @@ import re
 import zipfile
 from collections.abc import Callable, Iterator
 
-from .errors import ModelFileError
+from .errors import ModelFileError, one_line
 
 _IDENTIFIERS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
@@ -66,7 +66,7 @@ def _archive_specs(path: str) -> list[tuple[str, dict]]:
     """("inputs" or "outputs", treespec schema) for each spec the archive's programs record."""
     def unreadable(what: str, e: Exception) -> ModelFileError:
         return ModelFileError(f"{path} is not a readable torch.export archive: {what} "
-                              f"({type(e).__name__}: {' '.join(str(e).split())[:200]})")
+                              f"({type(e).__name__}: {one_line(e, 200)})")
 
     try:
         archive = zipfile.ZipFile(path)

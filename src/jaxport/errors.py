@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def one_line(text: object, limit: int | None = None) -> str:
+    """`text` (an exception, a message) on one line, its runs of whitespace made single spaces,
+    cut to `limit` characters: how a dependency's message goes into a jaxport error line."""
+    return " ".join(str(text).split())[:limit]
+
+
 class JaxportError(Exception):
     """Base class of every error jaxport raises on purpose."""
 

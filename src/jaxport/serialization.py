@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .errors import InputError, SerializationError
+from .errors import InputError, SerializationError, one_line
 from .model import JaxModel, _as_jax, flatten_by_name
 from .program import interpret
 
@@ -187,7 +187,7 @@ def load_exported(directory: str | os.PathLike) -> ExportedModel:
         in_args, _ = jax.tree_util.tree_unflatten(exported.in_tree, list(exported.in_avals))
     except Exception as e:  # noqa: BLE001 - flatbuffers and JAX raise struct.error, IndexError, ...
         raise SerializationError(f"{path} is not a readable jax.export artifact (truncated or corrupt?): "
-                                 f"{type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+                                 f"{type(e).__name__}: {one_line(e, 200)}") from None
     params = read_safetensors(d / WEIGHTS_FILE, SerializationError)
     inputs = signature["inputs"]
     _check_artifact(d, in_args, params, inputs)
@@ -212,7 +212,7 @@ def read_safetensors(path: str | os.PathLike, error: type[Exception]) -> dict[st
         return load_file(str(path))
     except Exception as e:  # noqa: BLE001 - SafetensorError, OSError, a dtype NumPy lacks
         raise error(f"{path} is not a readable safetensors file (truncated or corrupt?): "
-                    f"{type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+                    f"{type(e).__name__}: {one_line(e, 200)}") from None
 
 
 def _read_signature(path: Path) -> dict:

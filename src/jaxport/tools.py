@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import _narrowing
-from .errors import InputError, ModelFileError
+from .errors import InputError, ModelFileError, one_line
 from .ops import registry
 
 
@@ -334,7 +334,7 @@ def read_npz(path: str) -> dict[str, np.ndarray]:
                 raise
             except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, SyntaxError) as e:
                 raise InputError(f"{path}: array '{key}' cannot be read "
-                                 f"({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
+                                 f"({type(e).__name__}: {one_line(e, 200)})") from None
             arrays[key] = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
     return arrays
 
@@ -490,7 +490,7 @@ def _verify_onnx(path, arrays, inputs_npz, rtol, atol, rng, dims) -> Verificatio
 
 def _onnxruntime_reason(error: Exception) -> str:
     """onnxruntime's message without the C++ source location and signature it starts with."""
-    text = " ".join(str(error).split())
+    text = one_line(error)
     if "onnxruntime_src/" in text and ") " in text:
         text = text[:text.index(" : ", text.index("FAIL") if "FAIL" in text else 0) + 3] \
             + text.rsplit(") ", 1)[1] if "FAIL" in text else text.rsplit(") ", 1)[1]
@@ -562,7 +562,7 @@ def _verify_pt2(path, arrays, inputs_npz, rtol, atol, rng, dims) -> Verification
         with torch.no_grad():
             expected = ep.module()(*torch_args, **torch_kwargs)
     except Exception as e:  # noqa: BLE001 - the reference's failure is reported, not raised
-        raise ModelFileError(f"PyTorch cannot run {path}: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+        raise ModelFileError(f"PyTorch cannot run {path}: {type(e).__name__}: {one_line(e, 300)}") from None
     flat_expected = [to_numpy(t) if isinstance(t, torch.Tensor) else t for t in torch.utils._pytree.tree_leaves(expected)
                      if isinstance(t, (torch.Tensor, int, float, bool))]
     actual = model(*args, **kwargs)

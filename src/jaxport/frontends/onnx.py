@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelFileError, UnsupportedDtypeError
+from ..errors import ModelFileError, UnsupportedDtypeError, one_line
 from ..model import JaxModel, flatten_by_name
 from ..ops import registry
 from ..program import Input, Node, Program, Ref, Subgraph, TensorSpec
@@ -49,7 +49,7 @@ def _load(model: Any) -> tuple[Any, str]:
         try:
             onnx.external_data_helper.load_external_data_for_model(proto, os.path.dirname(os.path.abspath(path)))
         except Exception as e:  # noqa: BLE001 - OSError, ValidationError, ...: one line naming the file
-            raise ModelFileError(f"{path}: cannot load its external weights: {_one_line(e)}") from None
+            raise ModelFileError(f"{path}: cannot load its external weights: {one_line(e)}") from None
     return proto, where
 
 
@@ -67,7 +67,7 @@ def _parse(model: Any) -> tuple[Any, str, str | None, bytes | None]:
         try:
             return onnx.load_model_from_string(data), "ONNX model bytes", None, data
         except (DecodeError, ValueError, RuntimeError) as e:
-            raise ModelFileError(f"ONNX model bytes: not a readable ONNX model (truncated or corrupt?): {_one_line(e)}") from None
+            raise ModelFileError(f"ONNX model bytes: not a readable ONNX model (truncated or corrupt?): {one_line(e)}") from None
     path = os.fspath(model)
     if not os.path.isfile(path):
         raise ModelFileError(f"{path}: no such file")
@@ -79,11 +79,7 @@ def _parse(model: Any) -> tuple[Any, str, str | None, bytes | None]:
             data = f.read()
         return onnx.load_model_from_string(data), path, path, data
     except (DecodeError, ValueError, RuntimeError, OSError) as e:
-        raise ModelFileError(f"{path}: not a readable ONNX model (truncated or corrupt?): {_one_line(e)}") from None
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())
+        raise ModelFileError(f"{path}: not a readable ONNX model (truncated or corrupt?): {one_line(e)}") from None
 
 
 def _printable(text: str, limit: int = 80) -> str:
@@ -188,7 +184,7 @@ def _run_checker(model, proto, where: str) -> None:
         onnx.checker.check_model(model, full_check=True)
         return
     except Exception as e:  # noqa: BLE001 - ValidationError, InferenceError, ValueError: one line
-        message = _one_line(e)
+        message = one_line(e)
     if any(text in message for text in _UNREGISTERED):
         return
     if _IN_FUNCTION_BODY.search(message):  # onnx's own bug: checked without shape inference
@@ -196,7 +192,7 @@ def _run_checker(model, proto, where: str) -> None:
             onnx.checker.check_model(model)
             return
         except Exception as e:  # noqa: BLE001
-            message = _one_line(e)
+            message = one_line(e)
     if any(text in message for text in _UNDECLARED):
         copy = _without_undeclared(proto)
         if copy is None:
@@ -205,7 +201,7 @@ def _run_checker(model, proto, where: str) -> None:
             onnx.checker.check_model(copy, full_check=True)
             return
         except Exception as e:  # noqa: BLE001
-            message = _one_line(e)
+            message = one_line(e)
         if any(text in message for text in _UNREGISTERED):
             return
     raise ModelFileError(f"{where}: onnx.checker refuses it: {_checker_message(message)}") from None
