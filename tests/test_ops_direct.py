@@ -607,3 +607,21 @@ def test_multiply_alias(other):
     x = _special_values(3, 4)
     check("multiply.Tensor" if other == "tensor" else "multiply.Scalar", x,
           randn(4) if other == "tensor" else other)
+
+
+@pytest.mark.parametrize(("op", "torch_fn"), [
+    ("log_sigmoid.default", torch.nn.functional.logsigmoid),
+    ("special_entr.default", torch.special.entr),
+    ("special_i1.default", torch.special.i1),
+    ("special_i1e.default", torch.special.i1e),
+    ("special_modified_bessel_i1.default", torch.special.i1),
+])
+def test_zero_sign_fixes_keep_gradient(op, torch_fn):
+    """The lowerings that give PyTorch's +0.0 at -0.0 (or where the result underflows) must not
+    lose the derivative there: jax.grad of the lowering equals PyTorch's autograd at both zeros."""
+    x = torch.tensor([0.0, -0.0, 1e-3, -1e-3, 0.5, -2.5, 3.0, 30.0])
+    leaf = x.clone().requires_grad_()
+    torch_fn(leaf).sum().backward()
+    lowering = registry.lookup(f"aten.{op}")
+    got = jax.jit(jax.grad(lambda v: lowering(v).sum()))(_jax(x))
+    np.testing.assert_allclose(np.asarray(got), leaf.grad.numpy(), rtol=1e-5, atol=1e-6)

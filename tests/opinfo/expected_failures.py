@@ -7,10 +7,10 @@ stale entries get removed. Each op family keeps its entries in
 `xfails/<family>.py`; this module merges them.
 """
 
-from .xfails import elementwise, indexing, nn, reduction, shape, special_values
+from .xfails import elementwise, indexing, nn, reduction, reference, shape, special_values
 
 EXPECTED_FAILURES: dict[str, str] = {}
-for _family in (elementwise, indexing, nn, reduction, shape, special_values):
+for _family in (elementwise, indexing, nn, reduction, reference, shape, special_values):
     _overlap = EXPECTED_FAILURES.keys() & _family.EXPECTED_FAILURES.keys()
     assert not _overlap, f"expected failures listed twice: {_overlap}"
     EXPECTED_FAILURES.update(_family.EXPECTED_FAILURES)

@@ -90,6 +90,10 @@ HALF_ACCURACY_REFERENCE = {
     "linalg.vecdot": "the composite rounds each elementwise product to half before summing",
     "matrix_exp": "the CPU kernel evaluates its series in half precision and overflows to NaN "
     "where the float64 result is ~9e4",
+    "mvlgamma.mvlgamma_p_3": "the composite rounds each shifted argument x - j / 2 to half before lgamma, so "
+    "x = -3.002 becomes the pole -4.0 and gives inf (float64: 7.907)",
+    "mvlgamma.mvlgamma_p_5": "the composite rounds each shifted argument x - j / 2 to half before lgamma, so "
+    "x = -3.002 becomes the pole -4.0 and gives inf (float64: 7.907)",
     "nn.functional.adaptive_avg_pool3d": "the CPU kernel rounds intermediate sums to half",
     "nn.functional.bilinear": "the composite (_trilinear) rounds the first product to half before "
     "the second contraction",
@@ -106,6 +110,7 @@ HALF_ACCURACY_REFERENCE = {
     "nn.functional.interpolate.area": "area interpolation is adaptive average pooling, whose CPU "
     "kernel rounds intermediate sums to half",
     "nn.functional.interpolate.bicubic": "the CPU kernel rounds intermediate sums to half",
+    "nn.functional.interpolate.bilinear": "the CPU kernel rounds intermediate interpolations to half",
     "nn.functional.interpolate.linear": "the CPU kernel rounds intermediate interpolations to half",
     "nn.functional.interpolate.trilinear": "the CPU kernel rounds intermediate interpolations to "
     "half",
@@ -119,6 +124,7 @@ HALF_ACCURACY_REFERENCE = {
     "nn.functional.nll_loss": "the weighted sum and its normalization accumulate in half",
     "nn.functional.poisson_nll_loss": "the composite rounds each step (exp, products, Stirling "
     "term) to half",
+    "nn.functional.upsample_bilinear": "the CPU kernel rounds intermediate interpolations to half",
 }
 
 #: Ops whose float32 results are ill-conditioned in their inputs, so that any two summation
@@ -506,6 +512,31 @@ def tested_dtypes(op) -> list[torch.dtype]:
 def samples(op, dtype):
     torch.manual_seed(0)
     return list(op.sample_inputs("cpu", dtype, requires_grad=False))
+
+
+def _extremity(sample) -> int:
+    """2 if a floating operand holds NaN or an infinity, 1 if it holds values beyond 1e4 or
+    nonzero ones below 1e-4 in magnitude, else 0."""
+    leaves = [x for x in pytree.tree_leaves((sample.input, sample.args, sample.kwargs))
+              if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel()]
+    if any(not torch.isfinite(x).all() for x in leaves):
+        return 2
+    if any((x.abs() > 1e4).any() or ((x != 0) & (x.abs() < 1e-4)).any() for x in leaves):
+        return 1
+    return 0
+
+
+def reference_samples(op, dtype, *, limit: int | None) -> list:
+    """The samples of OpInfo's `reference_inputs` that `sample_inputs` lacks and that hold
+    extremal values: those with NaN or infinities first, then very large or small ones, in
+    `reference_inputs`' order, at most `limit` (None: all). Ops without a reference-inputs
+    function have none."""
+    if op.reference_inputs_func is None:
+        return []
+    torch.manual_seed(0)
+    ranked = [(-_extremity(s), i, s) for i, s in enumerate(op.reference_inputs("cpu", dtype, requires_grad=False))]
+    extremal = [s for rank, _, s in sorted(ranked, key=lambda r: r[:2]) if rank < 0]
+    return extremal[:limit]
 
 
 def _eager_outputs(out) -> tuple[list, str]:

@@ -38,13 +38,12 @@ FLOAT32_GELU_AT_INFINITY = (
     "jaxport gives inf for both"
 )
 NAN_INF_RULES = (
-    "open: the lowering does not yet follow PyTorch's rule for NaN or infinite inputs (the Bessel "
-    "K and Airy functions at NaN and inf, spherical_bessel_j0(inf)) or for the index it returns "
-    "among NaNs and ties (mode, nanmedian)"
+    "open: the index the lowering returns among NaNs and ties differs from PyTorch's (mode, "
+    "nanmedian)"
 )
 ZERO_SIGN_OF_FORMULA = (
-    "open: the formula the lowering uses gives a zero of the other sign at -0.0 or where the "
-    "result underflows (lerp, logsigmoid, entr, the odd Bessel functions i1/i1e)"
+    "open: the formula the lowering uses gives a zero of the other sign where PyTorch's lerp "
+    "kernel, which switches formula at weight 0.5, does not"
 )
 
 _CAUSES = {
@@ -57,12 +56,8 @@ _CAUSES = {
                        "remainder", "rsub", "std:torch.float32", "std.unbiased:torch.float32", "std_mean", "sub", "true_divide", "var_mean"),
     VECTORIZED_ZERO_SIGN: ("nn.functional.softshrink",),
     FLOAT32_GELU_AT_INFINITY: ("nn.functional.gelu:torch.float32",),
-    NAN_INF_RULES: ("mode", "nanmedian", "special.airy_ai",
-                    "special.modified_bessel_k0", "special.modified_bessel_k1",
-                    "special.scaled_modified_bessel_k0", "special.scaled_modified_bessel_k1",
-                    "special.spherical_bessel_j0"),
-    ZERO_SIGN_OF_FORMULA: ("lerp", "nn.functional.logsigmoid", "special.entr", "special.i1", "special.i1e",
-                           "special.modified_bessel_i1"),
+    NAN_INF_RULES: ("mode", "nanmedian"),
+    ZERO_SIGN_OF_FORMULA: ("lerp",),
 }
 
 #: Keys "opinfo_id:*:special", or "opinfo_id:torch.dtype:special" where one dtype fails.

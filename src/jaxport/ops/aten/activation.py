@@ -117,11 +117,17 @@ def aten_leaky_relu(self, negative_slope=0.01):
     return jnp.where(x > 0, x, x * _scalar(negative_slope, x)).astype(self.dtype)
 
 
+def _log_sigmoid(x):
+    # PyTorch's CPU kernel: min(x, 0) - log1p(exp(-|x|)), which is +0.0 where exp(-|x|)
+    # underflows (x = inf, large x); -softplus(-x) gives -0.0 there. The min is a where so its
+    # gradient at 0 goes to one side only (jnp.minimum would split it and give 1, not 0.5).
+    return jnp.where(x < 0, x, jnp.zeros_like(x)) - jnp.log1p(jnp.exp(-jnp.abs(x)))
+
+
 @aten("log_sigmoid.default")
 def aten_log_sigmoid(self):
     """log_sigmoid(Tensor self) -> Tensor"""
-    x = _compute(self)
-    return (-_softplus(-x)).astype(self.dtype)
+    return _log_sigmoid(_compute(self)).astype(self.dtype)
 
 
 @aten("log_sigmoid_forward.default")
@@ -130,7 +136,7 @@ def aten_log_sigmoid_forward(self):
     x = _compute(self)
     # The buffer is what PyTorch's CPU kernel saves for the backward: exp(-|x|).
     buffer = jnp.exp(-jnp.abs(x))
-    return (-_softplus(-x)).astype(self.dtype), buffer.astype(self.dtype)
+    return _log_sigmoid(x).astype(self.dtype), buffer.astype(self.dtype)
 
 
 @aten("mish.default")

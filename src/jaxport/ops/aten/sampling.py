@@ -49,11 +49,20 @@ def _scale(in_size, out_size, align_corners, scale, ftype):
 
 
 def _source(scale, dst, align_corners, cubic, ftype):
-    """PyTorch's area_pixel_compute_source_index, elementwise over `dst`."""
+    """PyTorch's area_pixel_compute_source_index, elementwise over `dst`.
+
+    PyTorch's CPU build contracts `scale * (dst + 0.5) - 0.5` into one fused multiply-add, so
+    for float32 the product and difference are taken in float64 (both exact there) and rounded
+    once; a separately rounded product moves some indices by an ulp, and the output by an ulp of
+    the index times the difference between neighbouring pixels.
+    """
     dst = dst.astype(ftype)
     if align_corners:
         return scale * dst
-    src = scale * (dst + ftype(0.5)) - ftype(0.5)
+    if ftype == np.float32:
+        src = (np.float64(scale) * (dst + ftype(0.5)) - 0.5).astype(ftype)
+    else:
+        src = scale * (dst + ftype(0.5)) - ftype(0.5)
     return src if cubic else np.maximum(src, ftype(0))
 
 
@@ -88,11 +97,13 @@ def _linear_taps(in_size, out_size, align_corners, scale, ftype):
     return np.stack([i0, i1], 1), np.stack([ftype(1) - l1, l1], 1)
 
 
-def _antialiased_linear_taps(in_size, out_size, align_corners, scale, ftype):
-    """PyTorch's antialiased (PIL-style) bilinear taps: when downsampling, the triangle filter
-    widens to cover every source pixel under the output pixel. Rows are padded with zero weights."""
+def _antialiased_taps(in_size, out_size, align_corners, scale, ftype, interp_size, filt):
+    """PyTorch's antialiased (PIL-style) taps for a filter spanning `interp_size` pixels: when
+    downsampling, the filter widens to cover every source pixel under the output pixel, and each
+    row of weights is normalized by its sum. Rows are padded with zero weights."""
     s = _scale(in_size, out_size, align_corners, scale, ftype)
-    support = s if s >= 1 else ftype(1)
+    half = ftype(interp_size * 0.5)
+    support = half * s if s >= 1 else half
     inverse = ftype(1) / s if s >= 1 else ftype(1)
     taps = int(math.ceil(support)) * 2 + 1
     idx = np.zeros((out_size, taps), np.int64)
@@ -102,7 +113,7 @@ def _antialiased_linear_taps(in_size, out_size, align_corners, scale, ftype):
         lo = max(int(center - support + ftype(0.5)), 0)
         hi = min(int(center + support + ftype(0.5)), in_size)
         j = np.arange(hi - lo)
-        w = np.maximum(ftype(0), ftype(1) - np.abs((j + lo - center + ftype(0.5)) * inverse)).astype(ftype)
+        w = filt(((j + lo - center + ftype(0.5)) * inverse).astype(ftype)).astype(ftype)
         total = w.sum(dtype=ftype)
         idx[i, : hi - lo] = j + lo
         weights[i, : hi - lo] = w / total if total != 0 else w
@@ -324,9 +335,10 @@ def _interp_vec(input, nd, output_size, align_corners, scale_factors, cubic):
 
 
 def _unnormalize(coord, size, align_corners):
+    """PyTorch's vectorized grid_sampler unnormalize: (coord + 1) times a per-size constant."""
     if align_corners:
-        return (coord + 1) / 2 * (size - 1)
-    return ((coord + 1) * size - 1) / 2
+        return (coord + 1) * ((size - 1) / 2)
+    return (coord + 1) * (size / 2) - 0.5
 
 
 def _reflect(coord, twice_low, twice_high):
@@ -411,24 +423,45 @@ def _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners):
     return out.astype(input.dtype)
 
 
+def _antialiased(input, output_size, align_corners, scales, cubic):
+    """PyTorch's antialiased bilinear or bicubic resize of the last two dims (bicubic with PIL's
+    a=-0.5)."""
+    if input.dtype == jnp.uint8:
+        return _resample_uint8(input, output_size, align_corners, scales, cubic, True)
+    ftype = _index_dtype(input.dtype)
+    interp_size, filt = (4, lambda t: _cubic_filter(t, -0.5)) if cubic else (2, _linear_filter)
+    sizes = input.shape[-2:]
+    return _resample(
+        input, 2,
+        lambda i: _antialiased_taps(sizes[i], output_size[i], align_corners, scales[i], ftype,
+                                    interp_size, filt),
+    )
+
+
+@aten("_upsample_bicubic2d_aa.default")
+def aten__upsample_bicubic2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
+    """_upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    return _antialiased(self, list(output_size), align_corners, (scales_h, scales_w), True)
+
+
+@aten("_upsample_bicubic2d_aa.vec")
+def aten__upsample_bicubic2d_aa_vec(input, output_size, align_corners, scale_factors):
+    """_upsample_bicubic2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
+    sizes, scales = _out_sizes(input, 2, output_size, scale_factors)
+    return _antialiased(input, sizes, align_corners, scales, True)
+
+
 @aten("_upsample_bilinear2d_aa.default")
 def aten__upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
     """_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    if self.dtype == jnp.uint8:
-        return _resample_uint8(self, output_size, align_corners, (scales_h, scales_w), False, True)
-    ftype = _index_dtype(self.dtype)
-    sizes, scales = self.shape[-2:], (scales_h, scales_w)
-    return _resample(
-        self, 2,
-        lambda i: _antialiased_linear_taps(sizes[i], output_size[i], align_corners, scales[i], ftype),
-    )
+    return _antialiased(self, list(output_size), align_corners, (scales_h, scales_w), False)
 
 
 @aten("_upsample_bilinear2d_aa.vec")
 def aten__upsample_bilinear2d_aa_vec(input, output_size, align_corners, scale_factors):
     """_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
     sizes, scales = _out_sizes(input, 2, output_size, scale_factors)
-    return aten__upsample_bilinear2d_aa(input, sizes, align_corners, *scales)
+    return _antialiased(input, sizes, align_corners, scales, False)
 
 
 @aten("_upsample_nearest_exact1d.default")

@@ -114,12 +114,16 @@ def _chbevl(y, coefficients):
 def _bessel_k(x, order, scaled):
     """K0 or K1 of PyTorch's kernels; `scaled` multiplies by exp(x)."""
     small_x = jnp.where(x <= 2, x, jnp.ones_like(x))
-    large_x = jnp.where(x > 2, x, jnp.full_like(x, 4.0))
+    # NaN fails every comparison, so PyTorch's kernel sends it down the x > 2 branch (NaN out).
+    large_x = jnp.where(x <= 2, jnp.full_like(x, 4.0), x)
+    # log(x) - log(2), not log(0.5 * x): at the smallest normal x, 0.5 * x is subnormal, which
+    # XLA:CPU flushes to zero (log -> -inf), while PyTorch's log reads it and stays finite.
+    log_half_x = jnp.log(small_x) - math.log(2.0)
     if order == 0:
-        small = _chbevl(small_x * small_x - 2, _K0_A) - jnp.log(0.5 * small_x) * jsp.i0(small_x)
+        small = _chbevl(small_x * small_x - 2, _K0_A) - log_half_x * jsp.i0(small_x)
         large = _chbevl(8 / large_x - 2, _K0_B) / jnp.sqrt(large_x)
     else:
-        small = jnp.log(0.5 * small_x) * jsp.i1(small_x) + _chbevl(small_x * small_x - 2, _K1_A) / small_x
+        small = log_half_x * jsp.i1(small_x) + _chbevl(small_x * small_x - 2, _K1_A) / small_x
         large = _chbevl(8 / large_x - 2, _K1_B) / jnp.sqrt(large_x)
     if scaled:
         small = small * jnp.exp(small_x)
@@ -278,8 +282,9 @@ def _airy_ai(x):
     positive = 5.64189583547756286948e-01 * (_polevl(1.0 / zeta, _AIRY_AN) / _polevl(1.0 / zeta, _AIRY_AD)) / (
         2.0 * jnp.sqrt(jnp.sqrt(pos)) * jnp.exp(zeta)
     )
-    # |x| small: Maclaurin series, each element stopping when its term drops below eps.
-    mid = jnp.where((x >= -2.09) & (x < 2.09), x, jnp.zeros_like(x))
+    # |x| small: Maclaurin series, each element stopping when its term drops below eps. NaN fails
+    # both range tests, so, as in PyTorch's kernel, it takes this branch and comes out NaN.
+    mid = jnp.where((x < -2.09) | (x >= 2.09), jnp.zeros_like(x), x)
     cube = mid * mid * mid
     one = jnp.ones_like(x)
 
@@ -545,10 +550,17 @@ def aten_special_bessel_y1(self):
     return _float_unary(lambda x: _bessel_y(x, 1), self)
 
 
+def _entr(x):
+    out = jsp.entr(x)
+    # PyTorch's kernel returns +0.0 at both zeros where -x * log(x) is -0.0; abs keeps the
+    # gradient there (its derivative at zero is +1).
+    return jnp.where(x == 0, jnp.abs(out), out)
+
+
 @aten("special_entr.default")
 def aten_special_entr(self):
     """special_entr(Tensor self) -> Tensor"""
-    return _float_unary(jsp.entr, self)
+    return _float_unary(_entr, self)
 
 
 @aten("special_erfcx.default")
@@ -563,16 +575,27 @@ def aten_special_i0e(self):
     return _float_unary(jsp.i0e, self)
 
 
+def _odd_from_abs(fn):
+    """Odd `fn` as PyTorch's (Cephes') kernels evaluate it: on |x|, negated only where x < 0, so
+    -0.0 gives +0.0 (abs's derivative at zero is +1, so the gradient there is fn's)."""
+
+    def odd(x):
+        out = fn(jnp.abs(x))
+        return jnp.where(x < 0, -out, out)
+
+    return odd
+
+
 @aten("special_i1.default")
 def aten_special_i1(self):
     """special_i1(Tensor self) -> Tensor"""
-    return _float_unary(jsp.i1, self)
+    return _float_unary(_odd_from_abs(jsp.i1), self)
 
 
 @aten("special_i1e.default")
 def aten_special_i1e(self):
     """special_i1e(Tensor self) -> Tensor"""
-    return _float_unary(jsp.i1e, self)
+    return _float_unary(_odd_from_abs(jsp.i1e), self)
 
 
 @aten("special_log_ndtr.default")
@@ -590,7 +613,7 @@ def aten_special_modified_bessel_i0(self):
 @aten("special_modified_bessel_i1.default")
 def aten_special_modified_bessel_i1(self):
     """special_modified_bessel_i1(Tensor self) -> Tensor"""
-    return _float_unary(jsp.i1, self)
+    return _float_unary(_odd_from_abs(jsp.i1), self)
 
 
 @aten("special_modified_bessel_k0.default")
@@ -634,8 +657,12 @@ def aten_special_spherical_bessel_j0(self):
     """special_spherical_bessel_j0(Tensor self) -> Tensor"""
 
     def fn(x):
-        safe = jnp.where(x == 0, jnp.ones((), x.dtype), x)
-        return jnp.where(x == 0, jnp.ones((), x.dtype), jnp.sin(safe) / safe)
+        # PyTorch's kernel returns +0.0 at +-inf, where sin(x) / x is NaN; the safe operand keeps
+        # NaN out of the gradient at both special points.
+        special = (x == 0) | jnp.isinf(x)
+        safe = jnp.where(special, jnp.ones((), x.dtype), x)
+        out = jnp.where(x == 0, jnp.ones((), x.dtype), jnp.sin(safe) / safe)
+        return jnp.where(jnp.isinf(x), jnp.zeros((), x.dtype), out)
 
     return _float_unary(fn, self)
 

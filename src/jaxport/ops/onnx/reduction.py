@@ -8,6 +8,8 @@ squares). Results keep the input dtype, as ONNX's type constraints demand.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,6 +44,41 @@ def _arg_extreme(fn, data, axis, keepdims, select_last_index):
     else:
         index = fn(data, axis=axis, keepdims=bool(keepdims))
     return index.astype(index_dtype())
+
+
+# onnxruntime's sums start from their first element, so a sum of only -0.0 is -0.0, while
+# jnp.sum and jnp.cumsum start from +0.0 (and JAX turns an add-reduction from -0.0 into one from
+# +0.0, since -0.0 == 0). -0.0 is addition's true identity, so these two start from it through a
+# computation JAX does not pattern-match, which XLA compiles to the same kernel; their
+# derivatives are the plain sums'.
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _sum_from_negative_zero(x, axes):
+    wide = x.astype(jnp.float32) if x.dtype.itemsize < 4 else x  # as jnp.sum: halves add in float32
+    return lax.reduce(wide, np.array(-0.0, wide.dtype), lambda a, b: a + b, axes).astype(x.dtype)
+
+
+@_sum_from_negative_zero.defjvp
+def _sum_from_negative_zero_jvp(axes, primals, tangents):
+    return _sum_from_negative_zero(primals[0], axes), jnp.sum(tangents[0], axis=axes, dtype=primals[0].dtype)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _cumsum_from_negative_zero(x, axis):
+    n = x.shape[axis]
+    window, padding = [1] * x.ndim, [(0, 0)] * x.ndim
+    window[axis], padding[axis] = n, (n - 1, 0)
+    return lax.reduce_window(x, np.array(-0.0, x.dtype), lambda a, b: a + b, window, [1] * x.ndim, padding)
+
+
+@_cumsum_from_negative_zero.defjvp
+def _cumsum_from_negative_zero_jvp(axis, primals, tangents):
+    return _cumsum_from_negative_zero(primals[0], axis), jnp.cumsum(tangents[0], axis=axis)
+
+
+def _cumsum(x, axis, dtype):
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        return _cumsum_from_negative_zero(x, axis)
+    return jnp.cumsum(x, axis=axis, dtype=dtype)
 
 
 def _cumulative(fn, x, axis, exclusive, reverse, identity):
@@ -118,6 +155,10 @@ def _max(data, axes, keepdims):
 
 def _mean(data, axes, keepdims):
     data = jnp.asarray(data)
+    if jnp.issubdtype(data.dtype, jnp.floating):
+        wide = data.astype(jnp.float32) if data.dtype.itemsize < 4 else data  # as jnp.mean
+        count = int(np.prod([data.shape[a] for a in axes], dtype=np.int64))
+        return (_sum(wide, axes, keepdims) / np.array(count, wide.dtype)).astype(data.dtype)
     if jnp.issubdtype(data.dtype, jnp.inexact):
         return jnp.mean(data, axis=axes, keepdims=bool(keepdims), dtype=data.dtype)
     # Integer mean: the exact sum, divided truncating toward zero like a cast of the float mean.
@@ -137,7 +178,10 @@ def _prod(data, axes, keepdims):
 
 def _sum(data, axes, keepdims):
     data = jnp.asarray(data)
-    return jnp.sum(data, axis=axes, keepdims=bool(keepdims), dtype=data.dtype)
+    if not jnp.issubdtype(data.dtype, jnp.floating):
+        return jnp.sum(data, axis=axes, keepdims=bool(keepdims), dtype=data.dtype)
+    out = _sum_from_negative_zero(data, tuple(axes))
+    return lax.expand_dims(out, axes) if keepdims else out
 
 
 def _sum_square(data, axes, keepdims):
@@ -187,7 +231,7 @@ def cum_prod(x, axis, *, exclusive=0, reverse=0):
 @onnx("CumSum", since=11, static=(1,))
 def cum_sum(x, axis, *, exclusive=0, reverse=0):
     """CumSum(T x, T2 axis) -> T y; exclusive, reverse."""
-    return _cumulative(jnp.cumsum, x, axis, exclusive, reverse, 0)
+    return _cumulative(_cumsum, x, axis, exclusive, reverse, 0)
 
 
 @onnx("ReduceL1", since=1)
