@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test opinfo-report opinfo-full opinfo-eager onnx-report catalogue lint bench clean
+.PHONY: setup demo test opinfo-report opinfo-full opinfo-eager opinfo-reference onnx-report catalogue lint bench clean
 
 setup: $(STAMP)
 
@@ -54,6 +54,14 @@ opinfo-eager: setup
 		tests/test_opinfo.py --opinfo=$(OPINFO_LEVEL) --opinfo-report=build/eager-$(OPINFO_LEVEL).json \
 		--opinfo-resume || true
 	$(PY) -m tests.opinfo.report build/eager-$(OPINFO_LEVEL).json docs/opinfo-eager.md $(OPINFO_LEVEL)
+
+# OpInfo's reference_inputs (issue 18): the extremal samples (NaN, infinities, huge and tiny values)
+# through the graph and the eager frontend at OPINFO_LEVEL. Resumable; docs/opinfo-reference.md.
+opinfo-reference: setup
+	JAXPORT_OPINFO_PATHS=reference,eager_reference $(PY) -m pytest -q -n 2 -p no:cacheprovider \
+		tests/test_opinfo.py --opinfo=$(OPINFO_LEVEL) --opinfo-report=build/reference-$(OPINFO_LEVEL).json \
+		--opinfo-resume || true
+	$(PY) -m tests.opinfo.report build/reference-$(OPINFO_LEVEL).json docs/opinfo-reference.md $(OPINFO_LEVEL)
 
 # Every model type of transformers' auto mappings for six tasks (causal LM, sequence, image and
 # audio classification, seq2seq, speech seq2seq; issue 17), each in its own process: built small

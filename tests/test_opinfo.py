@@ -54,15 +54,21 @@ LEVELS = {
 PATHS = os.environ.get("JAXPORT_OPINFO_PATHS", "auto,core,eager,reference,eager_reference").split(",")
 
 
-def _cases(level: str):
-    for path in PATHS:
+def level_cases(level: str, paths=None):
+    """(op, dtype, path) for every case a level runs on `paths` (default: PATHS)."""
+    for path in paths or PATHS:
         for op in harness.op_db():
             if path in REFERENCE_PATHS and op.reference_inputs_func is None:
                 continue
             for dtype in harness.tested_dtypes(op):
                 if dtype not in LEVELS[level][path][0] or (path in REFERENCE_PATHS and not dtype.is_floating_point):
                     continue
-                yield pytest.param((op, dtype, path), id=f"{path}-{harness.opinfo_id(op)}-{str(dtype)[6:]}")
+                yield op, dtype, path
+
+
+def _cases(level: str):
+    for op, dtype, path in level_cases(level):
+        yield pytest.param((op, dtype, path), id=f"{path}-{harness.opinfo_id(op)}-{str(dtype)[6:]}")
 
 
 def pytest_generate_tests(metafunc):
@@ -81,6 +87,7 @@ def test_opinfo(opinfo_case, request):
     if path in REFERENCE_PATHS:
         cases = harness.reference_samples(op, dtype, limit=limit)
         if not cases:
+            OPINFO_RESULTS.done(path, harness.opinfo_id(op), str(dtype))
             pytest.skip("reference_inputs holds no extremal sample for this dtype")
     else:
         cases = harness.samples(op, dtype)[:limit]

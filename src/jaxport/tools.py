@@ -454,8 +454,7 @@ def _verify_onnx(path, arrays, inputs_npz, rtol, atol, rng, dims) -> Verificatio
 
     from .frontends import onnx as onnx_frontend
 
-    proto = onnx_frontend.load(path)
-    model = onnx_frontend.from_onnx(proto)
+    proto, model = onnx_frontend.load_and_convert(path)
     initializers = {t.name for t in proto.graph.initializer}
     declared = [v for v in proto.graph.input if v.name not in initializers]
     names = [v.name for v in declared]

@@ -767,7 +767,11 @@ def from_onnx(model: Any, *, name: str | None = None) -> JaxModel:
     `apply(params, *inputs)` takes the graph inputs in order (or by name) and returns the
     output, or a tuple of the outputs in graph order; `output_names` names them.
     """
+    return load_and_convert(model, name=name)[1]
 
+
+def load_and_convert(model: Any, *, name: str | None = None) -> tuple[Any, JaxModel]:
+    """(the checked `onnx.ModelProto`, `from_onnx` of it): the model is read and checked once."""
     proto, where = _load(model)
     program, params, declared = _to_program(proto)
     program.check_supported()
@@ -786,7 +790,7 @@ def from_onnx(model: Any, *, name: str | None = None) -> JaxModel:
         name=name,
     )
     converted.output_names = tuple(v.name for v in proto.graph.output)
-    return converted
+    return proto, converted
 
 
-__all__ = ["from_onnx", "load", "to_program"]
+__all__ = ["from_onnx", "load", "load_and_convert", "to_program"]
