@@ -174,3 +174,29 @@ def fill_value(value, dtype):
             return np.asarray(int(value), np.int64).astype(dtype)
         return dtype.type(min(max(int(value), int(info.min)), int(info.max)))
     return np.asarray(value).astype(dtype)
+
+
+@jax.jit  # one fused kernel op by op too, not eight passes over the operands
+def multiply_add(a, b, c):
+    """a * b + c of real floats as PyTorch's CPU kernels give it, one fused multiply-add (written
+    out in their vectorized loops, contracted by the compiler in the scalar ones), wherever that
+    shows in special values.
+
+    A product past the largest float whose sum with c is finite stays finite; a finite product
+    added to an infinite c gives c, not NaN; a nonzero product that underflows keeps its sign
+    against a zero c (PyTorch's subnormal result is a zero of that sign once flushed). Elsewhere
+    the product is rounded before the sum, within an ulp of the fused result: exact emulation
+    (split products) would cost several times the multiply-add.
+    """
+    p = a * b
+    finite = jnp.isfinite(a) & jnp.isfinite(b)
+    # |a * b| < 2 * max wherever a * b + c is finite (|c| <= max): halved, nothing overflows
+    half, two = jnp.asarray(0.5, p.dtype), jnp.asarray(2, p.dtype)
+    halved = ((a * half) * b + c * half) * two
+    out = jnp.where(finite & jnp.isinf(p), halved, p + c)
+    out = jnp.where(finite & jnp.isinf(c), c, out)
+    return jnp.where((c == 0) & (a != 0) & (b != 0), p, out)
+
+
+def is_real_floating(dtype) -> bool:
+    return category(dtype) == _FLOAT

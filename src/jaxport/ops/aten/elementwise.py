@@ -7,6 +7,7 @@ scalar operands take part in that float32 math unrounded, as in PyTorch.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -18,6 +19,8 @@ from ._promotion import (
     canonical_dim,
     category,
     float_type,
+    is_real_floating,
+    multiply_add,
     opmath_type,
     promote,
     result_type,
@@ -52,6 +55,36 @@ def _exact_quotient(a, b):
     a, b = jnp.broadcast_arrays(a, b)
     a, b = lax.optimization_barrier((a, b))
     return a / b
+
+
+def _quotient(a, b):
+    """a / b for true division. XLA turns a division by a broadcast operand into a multiplication
+    by its reciprocal, and the reciprocal of a divisor past 2**(maxexp - 2) is subnormal, flushed
+    to zero on XLA:CPU (inf / max came out NaN, max / max 0); such divisors are scaled down by 2**32
+    first, exactly, and the quotient scaled back. The reciprocal's extra rounding (within an ulp)
+    stays: `_exact_quotient`'s barrier would cost the division its fusion and copy the broadcast.
+    A divisor of the result's own shape is not a broadcast here and divides as it is (one that
+    an earlier op broadcast, under jax.jit, is not caught)."""
+    if not is_real_floating(jnp.result_type(a, b)) or jnp.shape(b) == jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b)):
+        return a / b
+    return _scaled_quotient(a, b)
+
+
+@jax.jit  # one fused kernel op by op too
+def _scaled_quotient(a, b):
+    info = jnp.finfo(jnp.result_type(a, b))
+    big = jnp.abs(b) >= 2.0 ** (info.maxexp - 2)
+    scale = jnp.where(big, jnp.asarray(2.0**-32, info.dtype), jnp.asarray(1, info.dtype))
+    return a / (b * scale) * scale  # the quotient used once: XLA would repeat it in each user
+
+
+def _subnormal_quotient(a, b):
+    """Whether a / b of real floats, which XLA:CPU flushed to zero, is a nonzero subnormal (above
+    half the smallest) in PyTorch. Compared as products, with a scaled up by 2**64: where the
+    quotient is that small |b| > 1, so nothing underflows or overflows."""
+    info = jnp.finfo(a.dtype)
+    threshold = jnp.asarray(float(info.smallest_subnormal) * 2.0**63, a.dtype)
+    return jnp.abs(a) * jnp.asarray(2.0**64, a.dtype) > threshold * jnp.abs(b)
 
 
 def _div_trunc(a, b):
@@ -148,6 +181,8 @@ def aten_add(self, other, alpha=1):
         return self | other if alpha else self
     if alpha == 1:
         return _compute(lambda a, b: a + b, dtype, self, other)
+    if is_real_floating(dtype):  # PyTorch fuses self + alpha * other into one multiply-add
+        return _compute(lambda a, b: multiply_add(_scalar_as(alpha, a.dtype), b, a), dtype, self, other)
     return _compute(lambda a, b: a + _scalar_as(alpha, a.dtype) * b, dtype, self, other)
 
 
@@ -155,7 +190,23 @@ def aten_add(self, other, alpha=1):
 def aten_addcdiv(self, tensor1, tensor2, *, value=1):
     """addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
     dtype = result_type(self, tensor1, tensor2)
-    return _compute(lambda s, a, b: s + jnp.asarray(value, s.dtype) * a / b, dtype, self, tensor1, tensor2)
+
+    def fn(s, a, b):
+        scaled = jnp.asarray(value, s.dtype) * a if value != 1 else a
+        return _add_quotient(s, scaled, b) if is_real_floating(s.dtype) else s + scaled / b
+
+    return _compute(fn, dtype, self, tensor1, tensor2)
+
+
+@jax.jit  # one fused kernel op by op too
+def _add_quotient(s, a, b):
+    """s + a / b of real floats as PyTorch's kernel gives it (see `_quotient`)."""
+    out = s + _quotient(a, b)
+    # a quotient that XLA:CPU flushes to zero but PyTorch keeps as a subnormal keeps its sign
+    # against a zero s (PyTorch's result, flushed by the reader, is a zero of that sign). The
+    # quotient is used once: XLA would repeat the division in each of its users.
+    zero = jnp.copysign(jnp.zeros_like(a), a) * jnp.copysign(jnp.ones_like(b), b)
+    return jnp.where((out == 0) & (s == 0) & _subnormal_quotient(a, b), zero, out)
 
 
 @aten("addcmul.default")
@@ -165,7 +216,14 @@ def aten_addcmul(self, tensor1, tensor2, *, value=1):
     if dtype == np.bool_:
         self, tensor1, tensor2 = promote(self, tensor1, tensor2)
         return self | (tensor1 & tensor2) if value else self
-    return _compute(lambda s, a, b: s + jnp.asarray(value, s.dtype) * a * b, dtype, self, tensor1, tensor2)
+
+    def fn(s, a, b):
+        scaled = jnp.asarray(value, s.dtype) * a if value != 1 else a
+        if is_real_floating(s.dtype):  # PyTorch: value * a first, then one multiply-add
+            return multiply_add(scaled, b, s)
+        return s + scaled * b
+
+    return _compute(fn, dtype, self, tensor1, tensor2)
 
 
 @aten("allclose.default")
@@ -297,7 +355,7 @@ def aten_dist(self, other, p=2):
 @aten("div.Tensor", "div.Scalar", "true_divide.Tensor", "true_divide.Scalar")
 def aten_div(self, other):
     """div.Tensor(Tensor self, Tensor other) -> Tensor"""
-    return _float_binary(lambda a, b: a / b, self, other)
+    return _float_binary(_quotient, self, other)
 
 
 @aten("div.Tensor_mode", "div.Scalar_mode")
@@ -442,8 +500,14 @@ def aten_lerp(self, end, weight):
     dtype = result_type(self, end)
 
     def fn(s, e, w):
+        # PyTorch's kernel, each branch one multiply-add (the zero signs and overflow follow from
+        # that): its scalar loop's, end - diff * (1 - w); its vectorized loop writes (w - 1) * diff
+        # + end, which differs only in the sign of a zero at w == 1 and end == +-0
+        diff = e - s
         small = jnp.abs(w) < 0.5
-        return jnp.where(small, s + w * (e - s), e - (e - s) * (1 - w))
+        if not is_real_floating(diff.dtype):
+            return jnp.where(small, s + w * diff, e - diff * (1 - w))
+        return jnp.where(small, multiply_add(w, diff, s), multiply_add(-diff, 1 - w, e))
 
     return _compute(fn, dtype, self, end, weight)
 
@@ -813,6 +877,8 @@ def aten_sub(self, other, alpha=1):
     dtype = result_type(self, other)
     if alpha == 1:
         return _compute(lambda a, b: a - b, dtype, self, other)
+    if is_real_floating(dtype):  # PyTorch adds -alpha * other, one multiply-add
+        return _compute(lambda a, b: multiply_add(_scalar_as(-alpha, a.dtype), b, a), dtype, self, other)
     return _compute(lambda a, b: a - _scalar_as(alpha, a.dtype) * b, dtype, self, other)
 
 

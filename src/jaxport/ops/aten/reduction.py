@@ -8,6 +8,7 @@ in float32 (`opmath_type`) and round once at the end.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -74,20 +75,89 @@ def _sort(x, axis: int, descending: bool):
     return values.astype(x.dtype), indices
 
 
-def _var(self, dim, correction, keepdim):
-    """Variance with PyTorch's divisor max(0, N - correction): (var, mean) in opmath, and the output dtype."""
+def _var(self, dim, correction, keepdim, *, take_sqrt=False, welford_mean=False):
+    """Variance (or with `take_sqrt` the standard deviation) with PyTorch's divisor
+    max(0, N - correction): (var or std, mean) in opmath, and the output dtype.
+
+    PyTorch's Welford pass accumulates in double, and its running mean does not overflow where
+    the values do not. Where the plain two passes give a mean or sum of squares that is not
+    finite (float-max values, NaN or inf), `_scaled_moments` takes over.
+    """
     axes = _axes(dim, self.ndim)
     out_dtype = float_type(self.dtype)
     x = self.astype(opmath_type(out_dtype))
     n = math.prod(self.shape[a] for a in axes)
-    mean = jnp.mean(x, axis=axes, keepdims=True) if n else jnp.sum(x, axis=axes, keepdims=True) * jnp.nan
+    correction = 1 if correction is None else correction
+    divisor = max(0, n - correction)
+    if not n:
+        mean = jnp.sum(x, axis=axes, keepdims=keepdim) * jnp.nan
+        var = jnp.sum(x * x, axis=axes, keepdims=keepdim) / jnp.asarray(divisor, x.dtype)
+        return (jnp.sqrt(var) if take_sqrt else var), mean, out_dtype
+    return (*_moments(x, axes, float(divisor), keepdim, take_sqrt, welford_mean), out_dtype)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5))  # op by op: one kernel, its cond included
+def _moments(x, axes, divisor, keepdim, take_sqrt, welford_mean):
+    divisor = jnp.asarray(divisor, x.dtype)
+    mean = jnp.mean(x, axis=axes, keepdims=True)
     centered = x - mean
     sq = jnp.sum(centered * centered, axis=axes, keepdims=keepdim)
-    correction = 1 if correction is None else correction
-    var = sq / jnp.asarray(max(0, n - correction), sq.dtype)
-    if not keepdim:
-        mean = jnp.squeeze(mean, axis=axes)
-    return var, mean, out_dtype
+    var = sq / divisor
+    plain = (jnp.sqrt(var) if take_sqrt else var), (mean if keepdim else jnp.squeeze(mean, axis=axes))
+    unsure = jnp.any(~jnp.isfinite(mean)) | jnp.any(~jnp.isfinite(sq))
+    return lax.cond(
+        unsure,
+        lambda: _scaled_moments(x, axes, divisor, keepdim, take_sqrt, welford_mean),
+        lambda: plain,
+    )
+
+
+def _scaled_moments(x, axes, divisor, keepdim, take_sqrt, welford_mean):
+    """(var or std, mean) as PyTorch's Welford pass in double gives them: the mean taken on
+    values scaled by a power of two, and float32 squares too, so a float32 std of float-max
+    values stays finite as PyTorch's does, while float64's sum of squares overflows as
+    PyTorch's does. With `welford_mean`, the mean's infinities as Welford's running mean leaves
+    them (`_welford_mean`)."""
+    finite_max = jnp.max(jnp.where(jnp.isfinite(x), jnp.abs(x), 0), axis=axes, keepdims=True)
+    scale, inverse = _power_of_two_near(finite_max)
+    mean = jnp.mean(x * inverse, axis=axes, keepdims=True) * scale
+    centered = x - mean
+    if x.dtype == np.float64:
+        var = jnp.sum(centered * centered, axis=axes, keepdims=keepdim) / divisor
+        out = jnp.sqrt(var) if take_sqrt else var
+    else:
+        scale, inverse = _power_of_two_near(jnp.max(jnp.abs(centered), axis=axes, keepdims=True))
+        centered = centered * inverse
+        var = jnp.sum(centered * centered, axis=axes, keepdims=keepdim) / divisor
+        scale = scale if keepdim else jnp.squeeze(scale, axis=axes)
+        out = jnp.sqrt(var) * scale if take_sqrt else var * scale * scale
+    if welford_mean:
+        mean = _welford_mean(x, axes, mean)
+    return out, (mean if keepdim else jnp.squeeze(mean, axis=axes))
+
+
+def _power_of_two_near(m):
+    """(2**e, 2**-e) for e the exponent of `m` clamped to [-100, 100], so both are normal floats
+    and m * 2**-e is in [1, 2) unless m is extreme (zero, subnormal, infinite or NaN m give a
+    harmless bound). Multiplying by them is exact, so scaled sums round as unscaled ones."""
+    m = lax.stop_gradient(m)  # the scaling is exact: no derivative flows through it
+    info = jnp.finfo(m.dtype)
+    bits = jnp.dtype(f"int{info.bits}")
+    bias = info.maxexp - 1
+    exponent = (lax.bitcast_convert_type(m, bits) >> info.nmant) - bias
+    exponent = jnp.clip(exponent, -100, 100)
+    power = lambda e: lax.bitcast_convert_type((e + bias) << info.nmant, m.dtype)  # noqa: E731
+    return power(exponent), power(-exponent)
+
+
+def _welford_mean(x, axes, mean):
+    """`mean` (reduced dims kept) as PyTorch's Welford pass leaves it: once its running mean is
+    infinite, the next value makes it NaN (inf - inf), so an infinity anywhere but last gives NaN."""
+    n = math.prod(x.shape[a] for a in axes)
+    rest = [a for a in range(x.ndim) if a not in axes]
+    flat = jnp.transpose(x, rest + list(axes)).reshape([x.shape[a] for a in rest] + [n])
+    early = jnp.any(jnp.isinf(flat[..., :-1]), axis=-1)
+    return jnp.where(early.reshape(mean.shape), jnp.asarray(jnp.nan, mean.dtype), mean)
 
 
 def p_norm(x, p, axes, keepdims):
@@ -166,7 +236,55 @@ def _median(x, axis, ignore_nan):
         pos = jnp.full([1 if a == axis else s for a, s in enumerate(x.shape)], (n - 1) // 2, _index_dtype())
     values = jnp.take_along_axis(values, pos, axis=axis)
     indices = jnp.take_along_axis(indices, pos, axis=axis)
+    if ignore_nan and is_floating(x):
+        # An all-NaN row: every element ties under PyTorch's comparator, so its index is
+        # whichever one std::nth_element leaves in front.
+        indices = jnp.where(nans == n, jnp.asarray(_nth_element_front_of_ties(n), indices.dtype), indices)
     return jnp.squeeze(values, axis), jnp.squeeze(indices, axis)
+
+
+def _nth_element_front_of_ties(n: int) -> int:
+    """The index libstdc++'s std::nth_element(first, first, last) leaves at `first` when all `n`
+    elements tie (nanmedian of an all-NaN row asks for position (0 - 1) / 2 == 0 in C++).
+
+    With every comparison false, each introselect round swaps the front with the middle
+    (__move_median_to_first), then __unguarded_partition swaps pairs inwards from both ends,
+    reversing [1, last), and cuts at 1 + (last - 1) // 2; the front stays in the left part,
+    which halves until 3 or fewer are left for an insertion sort that moves nothing.
+    """
+    rounds, last = [], n
+    while last > 3:
+        rounds.append(last)
+        last = 1 + (last - 1) // 2
+    pos = 0  # follow the slot that ends at the front back to the element that started there
+    for last in reversed(rounds):
+        if 1 <= pos < last:  # undo the reversal of [1, last)
+            pos = last - pos
+        mid = last // 2
+        pos = mid if pos == 0 else 0 if pos == mid else pos  # undo the swap of the front and the middle
+    return pos
+
+
+def _insertion_sorted(values, indices):
+    """(values, indices) along the last axis in the order libstdc++'s std::sort leaves them for
+    16 elements or fewer, where it runs an insertion sort alone, comparing with `<`.
+
+    A NaN compares false both ways, so it stays where it is and stops numbers moving back past
+    it, except that a number smaller than the first element moves straight to the front.
+    """
+    n = values.shape[-1]
+    pos = lax.broadcasted_iota(jnp.int32, values.shape, values.ndim - 1)
+    for i in range(1, n):
+        v, ix = values[..., i:i + 1], indices[..., i:i + 1]
+        # __unguarded_linear_insert walks back while v < values[k]: it stops after the last k
+        # before i where that is false (NaN comparisons among them)
+        stop = jnp.max(jnp.where((pos < i) & ~(v < values), pos, -1), axis=-1, keepdims=True)
+        dest = jnp.where(v < values[..., :1], 0, stop + 1)
+        moved = (pos > dest) & (pos <= i)
+        shift = lambda a: jnp.concatenate([a[..., :1], a[..., :-1]], axis=-1)  # noqa: E731
+        values = jnp.where(pos == dest, v, jnp.where(moved, shift(values), values))
+        indices = jnp.where(pos == dest, ix, jnp.where(moved, shift(indices), indices))
+    return values, indices
 
 
 # -- ops ------------------------------------------------------------------------------------------
@@ -424,12 +542,21 @@ def aten_mode(self, dim=-1, keepdim=False):
 
     def mode(x, axis):
         # PyTorch sorts, then keeps the first longest run (so the smallest of the most frequent
-        # values) and the original index of that run's last element.
+        # values) and the original index of that run's last element. NaNs are runs of one
+        # (NaN != NaN), and where they sit depends on std::sort, whose `<` does not order them:
+        # for 16 elements or fewer that is an insertion sort, followed exactly; past that,
+        # libstdc++'s introsort, not followed (a stable sort with NaN last; ties keep the
+        # largest index there).
         n = x.shape[axis]
         if n == 0:
             shape = x.shape[:axis] + x.shape[axis + 1:]
             return jnp.zeros(shape, x.dtype), jnp.zeros(shape, _index_dtype())
-        values, indices = _sort(x, axis, descending=False)
+        if is_floating(x) and n <= 16:
+            x = jnp.moveaxis(x, axis, -1)
+            axis = x.ndim - 1
+            values, indices = _insertion_sorted(x, lax.broadcasted_iota(_index_dtype(), x.shape, axis))
+        else:
+            values, indices = _sort(x, axis, descending=False)
         pos = lax.broadcasted_iota(_index_dtype(), x.shape, axis)
         prev = jnp.concatenate([lax.slice_in_dim(values, 0, 1, axis=axis), lax.slice_in_dim(values, 0, n - 1, axis=axis)], axis)
         nxt = jnp.concatenate([lax.slice_in_dim(values, 1, n, axis=axis), lax.slice_in_dim(values, n - 1, n, axis=axis)], axis)
@@ -512,8 +639,8 @@ def aten_std(self, dim=None, unbiased=True, keepdim=False, *, correction=None):
         dim, unbiased = None, dim
     if correction is None:
         correction = 1 if unbiased else 0
-    var, _, out_dtype = _var(self, dim, correction, keepdim)
-    return jnp.sqrt(var).astype(out_dtype)
+    std, _, out_dtype = _var(self, dim, correction, keepdim, take_sqrt=True)
+    return std.astype(out_dtype)
 
 
 @aten("std_mean.correction", "std_mean.default", "std_mean.dim")
@@ -523,8 +650,8 @@ def aten_std_mean(self, dim=None, unbiased=True, keepdim=False, *, correction=No
         dim, unbiased = None, dim
     if correction is None:
         correction = 1 if unbiased else 0
-    var, mean, out_dtype = _var(self, dim, correction, keepdim)
-    return jnp.sqrt(var).astype(out_dtype), mean.astype(out_dtype)
+    std, mean, out_dtype = _var(self, dim, correction, keepdim, take_sqrt=True, welford_mean=True)
+    return std.astype(out_dtype), mean.astype(out_dtype)
 
 
 @aten("sum.default", "sum.dim_IntList")
@@ -564,5 +691,5 @@ def aten_var_mean(self, dim=None, unbiased=True, keepdim=False, *, correction=No
         dim, unbiased = None, dim
     if correction is None:
         correction = 1 if unbiased else 0
-    var, mean, out_dtype = _var(self, dim, correction, keepdim)
+    var, mean, out_dtype = _var(self, dim, correction, keepdim, welford_mean=True)
     return var.astype(out_dtype), mean.astype(out_dtype)

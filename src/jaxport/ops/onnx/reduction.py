@@ -8,8 +8,6 @@ squares). Results keep the input dtype, as ONNX's type constraints demand.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -49,30 +47,24 @@ def _arg_extreme(fn, data, axis, keepdims, select_last_index):
 # onnxruntime's sums start from their first element, so a sum of only -0.0 is -0.0, while
 # jnp.sum and jnp.cumsum start from +0.0 (and JAX turns an add-reduction from -0.0 into one from
 # +0.0, since -0.0 == 0). -0.0 is addition's true identity, so these two start from it through a
-# computation JAX does not pattern-match, which XLA compiles to the same kernel; their
-# derivatives are the plain sums'.
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+# computation JAX does not pattern-match, which XLA compiles to the same kernel.
 def _sum_from_negative_zero(x, axes):
     wide = x.astype(jnp.float32) if x.dtype.itemsize < 4 else x  # as jnp.sum: halves add in float32
     return lax.reduce(wide, np.array(-0.0, wide.dtype), lambda a, b: a + b, axes).astype(x.dtype)
 
 
-@_sum_from_negative_zero.defjvp
-def _sum_from_negative_zero_jvp(axes, primals, tangents):
-    return _sum_from_negative_zero(primals[0], axes), jnp.sum(tangents[0], axis=axes, dtype=primals[0].dtype)
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
 def _cumsum_from_negative_zero(x, axis):
     n = x.shape[axis]
     window, padding = [1] * x.ndim, [(0, 0)] * x.ndim
     window[axis], padding[axis] = n, (n - 1, 0)
-    return lax.reduce_window(x, np.array(-0.0, x.dtype), lambda a, b: a + b, window, [1] * x.ndim, padding)
 
+    def windowed_sum(x):
+        return lax.reduce_window(x, np.array(-0.0, x.dtype), lambda a, b: a + b, window, [1] * x.ndim, padding)
 
-@_cumsum_from_negative_zero.defjvp
-def _cumsum_from_negative_zero_jvp(axis, primals, tangents):
-    return _cumsum_from_negative_zero(primals[0], axis), jnp.cumsum(tangents[0], axis=axis)
+    # A generic reduce_window has no reverse-mode rule; its derivative is the plain cumsum's.
+    summed = jax.custom_jvp(windowed_sum)
+    summed.defjvp(lambda primals, tangents: (windowed_sum(*primals), jnp.cumsum(tangents[0], axis=axis)))
+    return summed(x)
 
 
 def _cumsum(x, axis, dtype):
