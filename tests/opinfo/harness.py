@@ -79,8 +79,12 @@ TOLERANCE_OVERRIDES = {
 HALF_ACCURACY_REFERENCE = {
     "_segment_reduce.lengths": "segment sums accumulate sequentially in half precision",
     "_segment_reduce.offsets": "segment sums accumulate sequentially in half precision",
+    "div.floor_rounding": "the CPU kernel's steps ((a - fmod(a, b)) / b, its correction and "
+    "floor) each round to half: -8.546875 // 0.0090027 gives -951 where float64 gives -950",
     "div.trunc_rounding": "the vectorized CPU kernel rounds the quotient to half before "
     "truncating (139.0 for -8.4766 / -0.0610, where its scalar path and float64 give 138)",
+    "floor_divide": "the CPU kernel's steps ((a - fmod(a, b)) / b, its correction and floor) "
+    "each round to half: -8.546875 // 0.0090027 gives -951 where float64 gives -950",
     "grid_sampler_2d": "the CPU kernel computes coordinates, weights and sums in half, rounding "
     "each step (jaxport computes in float32)",
     "grid_sampler_3d": "the CPU kernel computes coordinates, weights and sums in half, rounding "

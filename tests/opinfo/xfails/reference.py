@@ -1,6 +1,6 @@
 """Expected failures of the reference paths (tests/test_opinfo.py, paths "reference" and
 "eager_reference": the extremal samples of OpInfo's `reference_inputs`), by cause:
-{"opinfo_id:*:path": reason}.
+{"opinfo_id:*:path" or "opinfo_id:torch.dtype:path": reason}.
 """
 
 from .special_values import INTEGER_CAST
@@ -14,12 +14,19 @@ FUSED_COORDINATES = (
     "smoother images pass)"
 )
 
+FLOAT32_AIRY_PHASE = (
+    "for x far below zero Airy's asymptotic expansion takes sin and cos of a phase that float32 "
+    "resolves only to 5e-4 rad (7476.7 at x = -501), and PyTorch's kernel and jaxport (XLA's sin) "
+    "round it differently: -0.032180 and -0.032124, where float64 gives -0.032193"
+)
+
 _CAUSES = {
     INTEGER_CAST: ("byte", "char", "int", "long", "short"),
     FUSED_COORDINATES: ("nn.functional.grid_sample",),
+    FLOAT32_AIRY_PHASE: ("special.airy_ai:torch.float32",),
 }
 
 EXPECTED_FAILURES: dict[str, str] = {
-    f"{op}:*:{path}": reason
+    f"{op}:{path}" if ":" in op else f"{op}:*:{path}": reason
     for reason, ops in _CAUSES.items() for op in ops for path in ("reference", "eager_reference")
 }

@@ -138,7 +138,9 @@ def _polynomial(x, n, first, step, cases):
     """
     dtype = float_type(result_type(x, n))
     x, n = jnp.broadcast_arrays(as_array(x, dtype), as_array(n, dtype))
-    n = jnp.where(jnp.isfinite(n), n, -1).astype(canonical(np.int64))
+    # PyTorch casts n to int64; x86 turns NaN, infinities and values past int64's range into
+    # INT64_MIN, a negative degree, whose polynomial is 0.
+    n = jnp.where(jnp.isfinite(n) & (jnp.abs(n) < 2.0**63), n, -1).astype(canonical(np.int64))
     nf = n.astype(dtype)
     one = jnp.ones_like(x)
 
