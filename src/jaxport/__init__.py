@@ -20,6 +20,8 @@ from .errors import SerializationError as SerializationError
 from .errors import UnsupportedDtypeError as UnsupportedDtypeError
 from .errors import UnsupportedOpsError as UnsupportedOpsError
 from .frontends.onnx import from_onnx as from_onnx
+from .generation import CausalLM as CausalLM
+from .generation import from_causal_lm as from_causal_lm
 from .interop import callback as callback
 from .interop import jax_fn as jax_fn
 from .interop import torch_fn as torch_fn
