@@ -9,6 +9,12 @@ logits processors, EOS handling, and the eager frontend's `generate`.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,6 +45,7 @@ CONFIGS = {
     "mixtral": dict(num_local_experts=4, num_experts_per_tok=2),
 }
 NEW_TOKENS = 32
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def tiny_model(model_type: str, seed: int = 0) -> transformers.PreTrainedModel:
@@ -206,3 +213,36 @@ def test_eager_generate_matches_the_cpu(model_type):
         got = model.to("jax").generate(ids.to("jax"), attention_mask=mask.to("jax"), do_sample=False,
                                        max_new_tokens=6, pad_token_id=0).to("cpu")
     np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_decode_step_exports_with_symbolic_batch(tmp_path):
+    """`lm.export()`: the step as a serialized `jax.export` artifact whose batch and token count
+    are symbolic; loaded back, it decodes a batch size it was not exported at as `lm.decode` does."""
+    model = tiny_model("llama", seed=7)
+    ids, mask = prompts()
+    lm = jaxport.from_causal_lm(model, max_length=12, max_batch=4)
+    loaded = jaxport.load_exported(lm.export().save(tmp_path / "step"))
+    _, cache = lm.prefill(lm.params, lm.init_cache(3), ids.numpy(), mask.numpy())
+    keys = [np.asarray(layer["keys"]) for layer in cache["layers"]]
+    values = [np.asarray(layer["values"]) for layer in cache["layers"]]
+    token, position = np.array([[5], [6], [7]], np.int32), np.array([[7], [3], [5]], np.int32)
+    slots = np.asarray(cache["mask"]).copy()
+    slots[:, 7] = 1
+    exported_logits = np.asarray(loaded(token, slots, position, np.int32(7), *keys, *values)[0])
+    logits, _ = lm.decode(lm.params, cache, token, position)
+    np.testing.assert_allclose(exported_logits, np.asarray(logits), rtol=1e-6, atol=1e-6)
+
+
+def test_tensor_parallel_decode_matches_one_device():
+    """Greedy generation with the parameters split by `jaxport.tensor_parallel()` over a
+    (data=2, model=4) mesh of 8 CPU devices gives one device's tokens (a subprocess: the device
+    count is fixed when JAX starts)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-m", "tests.distributed.sharded_decode"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert run["devices"] == 8
+    assert run["sharded"] == run["single"]
+    assert run["q_proj"] == "P('model', None)" and not run["keys_replicated"]

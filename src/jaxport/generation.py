@@ -158,6 +158,20 @@ class CausalLM:
         layers = [{"keys": k, "values": v} for k, v in zip(keys, values)]
         return logits, {"layers": layers, "mask": slots, "length": cache["length"] + count}
 
+    def export(self, *, platforms: Sequence[str] | None = None):
+        """The step program as a serializable `jaxport.export` artifact (`ExportedModel`), with
+        the batch and the number of new tokens symbolic: it serves both prefill and decode steps,
+        `(input_ids, slot mask, positions, length, keys, values) -> (logits, keys, values)`, on
+        its own weights, without PyTorch or the converter."""
+        from .serialization import export
+
+        cache = self.init_cache(min(2, self.max_batch))
+        batch = cache["mask"].shape[0]
+        tokens = np.zeros((batch, 1), np.int32)
+        example = (tokens, np.asarray(cache["mask"]), tokens, np.int32(0),
+                   [layer["keys"] for layer in cache["layers"]], [layer["values"] for layer in cache["layers"]])
+        return export(self.step, example, dynamic="auto", platforms=platforms)
+
     # -- generation -----------------------------------------------------------------------------
 
     def generate(self, input_ids, attention_mask=None, *, max_new_tokens: int, do_sample: bool | None = None,
