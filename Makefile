@@ -82,6 +82,7 @@ bench: setup
 	$(PY) benchmarks/bench_eager.py
 	$(PY) benchmarks/bench_onnx.py
 	$(PY) benchmarks/bench_train.py
+	$(PY) benchmarks/bench_generate.py --memory
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

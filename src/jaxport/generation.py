@@ -278,6 +278,10 @@ class CausalLM:
 
 
 def _token_array(value, what: str) -> jax.Array:
+    if isinstance(value, jax.Array):  # kept where it is (a batch sharded over a mesh stays sharded)
+        if not jnp.issubdtype(value.dtype, jnp.integer) and value.dtype != jnp.bool_:
+            raise InputError(f"{what} should hold integers, got {value.dtype}")
+        return value.astype(jnp.int32)
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().numpy()
     array = np.asarray(value)
