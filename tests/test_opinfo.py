@@ -48,7 +48,7 @@ LEVELS = {
         **{path: (harness.DTYPES, None) for path in REFERENCE_PATHS},
     },
 }
-#: By default the graph paths and the eager function path; the eager in-place and out= paths
+#: By default the graph paths, the eager function path and the reference paths; the eager in-place and out= paths
 #: (another 5 minutes at the smoke level) run with `make opinfo-eager` or, e.g.,
 #: JAXPORT_OPINFO_PATHS=eager,eager_inplace,eager_out.
 PATHS = os.environ.get("JAXPORT_OPINFO_PATHS", "auto,core,eager,reference,eager_reference").split(",")
