@@ -3,6 +3,7 @@
 {"opinfo_id:*:path" or "opinfo_id:torch.dtype:path": reason}.
 """
 
+from . import by_cause
 from .special_values import INTEGER_CAST
 
 FUSED_COORDINATES = (
@@ -26,7 +27,4 @@ _CAUSES = {
     FLOAT32_AIRY_PHASE: ("special.airy_ai:torch.float32",),
 }
 
-EXPECTED_FAILURES: dict[str, str] = {
-    f"{op}:{path}" if ":" in op else f"{op}:*:{path}": reason
-    for reason, ops in _CAUSES.items() for op in ops for path in ("reference", "eager_reference")
-}
+EXPECTED_FAILURES: dict[str, str] = by_cause(_CAUSES, ("reference", "eager_reference"))

@@ -6,6 +6,8 @@ other, behaviour C++ leaves undefined, or XLA:CPU's flushing of subnormals, so t
 answer to match or no one lowering that could give it.
 """
 
+from . import by_cause
+
 ZERO_TIES = (
     "the sign of a zero where +0.0 and -0.0 tie: PyTorch's CPU kernels return either operand "
     "depending on whether the vectorized or the scalar loop ran (torch.maximum(0.0, -0.0) is +0.0 "
@@ -55,6 +57,4 @@ _CAUSES = {
 }
 
 #: Keys "opinfo_id:*:special", or "opinfo_id:torch.dtype:special" where one dtype fails.
-EXPECTED_FAILURES: dict[str, str] = {
-    f"{op}:special" if ":" in op else f"{op}:*:special": reason for reason, ops in _CAUSES.items() for op in ops
-}
+EXPECTED_FAILURES: dict[str, str] = by_cause(_CAUSES, ("special",))
