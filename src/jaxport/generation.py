@@ -118,10 +118,13 @@ class CausalLM:
 
     # -- the cache ----------------------------------------------------------------------------
 
-    def init_cache(self, batch: int) -> dict:
-        """An empty cache for `batch` rows: zeros, every slot unused."""
+    def _check_batch(self, batch: int) -> None:
         if not 1 <= batch <= self.max_batch:
             raise InputError(f"{self.name}: batch {batch} is outside 1..{self.max_batch} (max_batch of from_causal_lm)")
+
+    def init_cache(self, batch: int) -> dict:
+        """An empty cache for `batch` rows: zeros, every slot unused."""
+        self._check_batch(batch)
         zeros = [jnp.zeros((batch, *s), self._cache_dtype) for s in self._cache_shapes]
         return {
             "layers": [{"keys": z, "values": jnp.zeros_like(z)} for z in zeros],
@@ -201,8 +204,7 @@ class CausalLM:
         if ids.shape[1] + max_new_tokens > self.max_length:
             raise InputError(f"{self.name}: a prompt of {ids.shape[1]} tokens and {max_new_tokens} new ones need "
                              f"{ids.shape[1] + max_new_tokens} cache slots; max_length is {self.max_length}")
-        if not 1 <= ids.shape[0] <= self.max_batch:
-            raise InputError(f"{self.name}: batch {ids.shape[0]} is outside 1..{self.max_batch} (max_batch)")
+        self._check_batch(ids.shape[0])
         key = jax.random.key(0) if rng is None else rng
         run = self._generator(settings, eos, pad, max_new_tokens)
         tokens, steps = run(self.params if params is None else params, ids, mask, key)
