@@ -20,6 +20,7 @@ back as an input. This module never imports transformers itself: it looks at
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -45,8 +46,30 @@ def exporting(model: torch.nn.Module, kwargs: dict | None) -> Iterator[dict]:
     inputs = dict(kwargs or {})
     model, inputs, output_flags = prepare_for_export(model, inputs)
     hf.register_cache_pytrees_for_model(model)
-    with apply_patches("dynamo"), hf.reset_model_state(model), hf.patch_model_config(model, output_flags):
+    with (apply_patches("dynamo"), hf.reset_model_state(model), hf.patch_model_config(model, output_flags),
+          grouped_query_attention()):
         yield inputs
+
+
+@contextlib.contextmanager
+def grouped_query_attention() -> Iterator[None]:
+    """transformers' SDPA attention hands grouped-query heads to `scaled_dot_product_attention`
+    as they are (`enable_gqa=True`) instead of repeating each key/value head in memory first
+    (`repeat_kv`), which it does under a mask because PyTorch's fused CPU/CUDA kernels need it.
+    jaxport's lowering groups the query heads itself, so the exported graph should not repeat:
+    repeating cost a copy of every layer's keys and values per step."""
+    previous = os.environ.get(_FORCE_GQA)
+    os.environ[_FORCE_GQA] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[_FORCE_GQA]
+        else:
+            os.environ[_FORCE_GQA] = previous
+
+
+_FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"  # read by transformers.integrations.sdpa_attention.use_gqa_in_sdpa
 
 
 # -- caches as arrays ----------------------------------------------------------------------------
@@ -186,6 +209,7 @@ class CausalLMStep(torch.nn.Module):
 
     def forward(self, input_ids, attention_mask, position_ids, length, keys, values):
         cache = self._static_cache(length, keys, values)
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                         past_key_values=cache, use_cache=True)
+        with grouped_query_attention():
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                             past_key_values=cache, use_cache=True)
         return out.logits, [layer.keys for layer in cache.layers], [layer.values for layer in cache.layers]
