@@ -210,6 +210,52 @@ CONVS = [  # input shape, weight shape, stride, padding, dilation, groups
 ]
 
 
+GROUPED_CONVS = [  # input shape, weight shape, stride, padding, dilation, groups: the CPU's own formulations
+    pytest.param((2, 8, 11, 9), (8, 1, 3, 3), [1, 1], [1, 1], [1, 1], 8, id="depthwise-3x3"),
+    pytest.param((1, 6, 12, 12), (6, 1, 5, 5), [2, 2], [2, 2], [1, 1], 6, id="depthwise-5x5-stride"),
+    pytest.param((2, 4, 13, 10), (4, 1, 7, 7), [1, 1], [3, 3], [1, 1], 4, id="depthwise-7x7"),
+    pytest.param((1, 4, 10, 10), (8, 1, 3, 3), [1, 2], [0, 1], [2, 1], 4, id="depthwise-multiplier-dilation"),
+    pytest.param((2, 5, 17), (5, 1, 9), [1], [4], [1], 5, id="depthwise-1d"),
+    pytest.param((1, 3, 5, 6, 4), (3, 1, 3, 3, 3), [1, 1, 1], [1, 1, 1], [1, 1, 1], 3, id="depthwise-3d"),
+    pytest.param((0, 4, 6, 6), (4, 1, 3, 3), [1, 1], [1, 1], [1, 1], 4, id="depthwise-empty-batch"),
+    pytest.param((2, 8, 9, 9), (12, 2, 3, 3), [1, 1], [1, 1], [1, 1], 4, id="grouped-4"),
+    pytest.param((1, 16, 7, 7), (16, 2, 3, 3), [2, 2], [1, 1], [1, 1], 8, id="grouped-8-stride"),
+]
+
+
+@pytest.mark.parametrize("in_shape, w_shape, stride, padding, dilation, groups", GROUPED_CONVS)
+@pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=str)
+def test_grouped_convolution(in_shape, w_shape, stride, padding, dilation, groups, dtype):
+    x, w, b = randn(*in_shape, dtype=dtype), randn(*w_shape, dtype=dtype), randn(w_shape[0], dtype=dtype)
+    geometry = (stride, padding, dilation, False, [0] * len(stride), groups)
+    # Up to 49 products per output, summed in another order than PyTorch's kernels.
+    check("convolution.default", x, w, b, *geometry, tol=(1e-5, 1e-5) if dtype == F32 else None)
+
+
+@pytest.mark.parametrize("special", [float("nan"), float("inf"), float("-inf")], ids=str)
+def test_depthwise_convolution_special_values(special):
+    """A NaN or infinity reaches exactly the outputs whose window holds it, as in PyTorch; an
+    infinite weight makes NaN where it meets padding's zeros too (0 * inf)."""
+    x, w = randn(1, 4, 8, 8), randn(4, 1, 3, 3)
+    x[0, 1, 3, 4] = special
+    x[0, 2, 0, 0] = special
+    w[3, 0, 1, 1] = special
+    geometry = ([1, 1], [1, 1], [1, 1], False, [0, 0], 4)
+    check("convolution.default", x, w, None, *geometry, tol=(1e-5, 1e-5))
+
+
+def test_grouped_convolutions_avoid_xlas_grouped_path_on_cpu():
+    """On CPU, depthwise convolutions become shifted multiply-adds and other grouped ones one
+    convolution per group: no `feature_group_count > 1` reaches XLA (its slow path there)."""
+    lowering = registry.lookup("aten.convolution.default")
+    for in_shape, w_shape, groups in [((1, 8, 9, 9), (8, 1, 3, 3), 8), ((1, 8, 9, 9), (8, 2, 3, 3), 4)]:
+        jaxpr = jax.make_jaxpr(lambda x, w, g=groups: lowering(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], g))(
+            jnp.ones(in_shape), jnp.ones(w_shape))
+        groups_used = [eqn.params["feature_group_count"] for eqn in jaxpr.jaxpr.eqns
+                       if eqn.primitive.name == "conv_general_dilated"]
+        assert all(g == 1 for g in groups_used), groups_used
+
+
 @pytest.mark.parametrize("in_shape, w_shape, stride, padding, dilation, groups, mask", masked(CONVS))
 def test_convolution_backward(in_shape, w_shape, stride, padding, dilation, groups, mask):
     x, w, b = randn(*in_shape), randn(*w_shape), randn(w_shape[0])

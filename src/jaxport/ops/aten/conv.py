@@ -1,8 +1,9 @@
 """ATen lowerings: convolutions (plain and transposed), their backward, im2col and col2im.
 
 Everything keeps PyTorch's layout: NC<spatial> inputs and OI<spatial> weights
-(IO<spatial> for transposed convolutions), with `lax.conv_general_dilated`
-told so through its dimension numbers. float16/bfloat16 accumulate in float32.
+(IO<spatial> for transposed convolutions, rearranged into a plain convolution over the
+stride-dilated input). `ops._convolution.convolve` picks how each reaches the compiler
+(depthwise ones as shifted multiply-adds on CPU). float16/bfloat16 accumulate in float32.
 """
 
 from __future__ import annotations
@@ -10,14 +11,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
+from .._convolution import convolve
 from ..registry import aten
 from ._promotion import opmath_type
-
-
-def _spatial_names(nd):
-    return "DHW"[3 - nd :] if nd <= 3 else "".join(chr(ord("a") + i) for i in range(nd))
 
 
 def _expand(value, nd):
@@ -54,19 +51,8 @@ def _conv(input, weight, bias, stride, padding, dilation, transposed, output_pad
         w = weight
         pads = [(p, p) for p in padding]
         lhs_dilation, strides = [1] * nd, stride
-    names = _spatial_names(nd)
-    out = lax.conv_general_dilated(
-        input.astype(compute),
-        w.astype(compute),
-        window_strides=strides,
-        padding=pads,
-        lhs_dilation=lhs_dilation,
-        rhs_dilation=dilation,
-        dimension_numbers=("NC" + names, "OI" + names, "NC" + names),
-        feature_group_count=groups,
-        precision=lax.Precision.HIGHEST,
-        preferred_element_type=compute,
-    )
+    out = convolve(input.astype(compute), w.astype(compute), strides=strides, padding=pads,
+                   lhs_dilation=lhs_dilation, rhs_dilation=dilation, groups=groups)
     if bias is not None:
         out = out + bias.astype(compute).reshape((-1,) + (1,) * nd)
     out = out.astype(out_dtype)

@@ -1,8 +1,9 @@
 """ONNX convolutions: Conv, ConvTranspose, ConvInteger, DeformConv.
 
 ONNX keeps NC<spatial> data and OI<spatial> weights (IO<spatial>, with the output channels
-per group, for ConvTranspose), which is `lax.conv_general_dilated`'s default layout. Padding
-is worked out from the static shapes; float16/bfloat16 accumulate in float32.
+per group, for ConvTranspose), the layout `ops._convolution.convolve` takes (it picks how each
+convolution reaches the compiler, as for ATen). Padding is worked out from the static shapes;
+float16/bfloat16 accumulate in float32.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .._convolution import convolve
 from ..registry import onnx
 
 
@@ -48,17 +50,8 @@ def _conv_attributes(X, W, kernel_shape, strides, dilations):
 
 
 def _conv(X, W, pads, strides, dilations, group, compute, lhs_dilation=None):
-    return lax.conv_general_dilated(
-        X.astype(compute),
-        W.astype(compute),
-        window_strides=strides,
-        padding=pads,
-        lhs_dilation=lhs_dilation,
-        rhs_dilation=dilations,
-        feature_group_count=group,
-        precision=lax.Precision.HIGHEST,
-        preferred_element_type=compute,
-    )
+    return convolve(X.astype(compute), W.astype(compute), strides=strides, padding=pads,
+                    lhs_dilation=lhs_dilation, rhs_dilation=dilations, groups=group)
 
 
 @onnx("Conv", since=1)

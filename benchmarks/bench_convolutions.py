@@ -1,0 +1,84 @@
+"""Grouped and depthwise convolutions: how each formulation runs on this CPU, one thread.
+
+    python benchmarks/bench_convolutions.py [--runs 30] [--markdown out.md]
+
+The layer shapes of the CNNs people run (MobileNetV2, EfficientNet-B0, ConvNeXt, ResNeXt,
+ResNet), float32, each through PyTorch's `conv2d`, XLA's own grouped convolution
+(`lax.conv_general_dilated` with `feature_group_count`), and the formulation jaxport picks
+(`jaxport.ops._convolution.convolve`: shifted multiply-adds for depthwise convolutions, one
+convolution per group for other grouped ones, on CPU). Times are medians of interleaved
+calls; the ratio is to PyTorch's time (lower is faster); "max error" is jaxport's largest
+difference from PyTorch relative to the output's magnitude.
+"""
+
+from __future__ import annotations
+
+import _setup  # noqa: F401  (first: one thread each, before JAX and torch start)
+
+# isort: split
+import argparse
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+from jax import lax
+
+from _report import interleaved_medians, publish
+from jaxport.ops._convolution import convolve
+
+#: name: (batch, channels in, size, kernel, stride, groups, channels out)
+CASES = {
+    "MobileNetV2 depthwise 3x3, 112 px": (1, 32, 112, 3, 1, 32, 32),
+    "MobileNetV2 depthwise 3x3 stride 2": (1, 144, 112, 3, 2, 144, 144),
+    "depthwise 3x3, 14 px, batch 8": (8, 384, 14, 3, 1, 384, 384),
+    "EfficientNet depthwise 5x5, batch 8": (8, 240, 28, 5, 1, 240, 240),
+    "ConvNeXt depthwise 7x7, 56 px": (1, 96, 56, 7, 1, 96, 96),
+    "ConvNeXt depthwise 7x7, 14 px, batch 8": (8, 384, 14, 7, 1, 384, 384),
+    "grouped 3x3, 8 groups": (1, 256, 28, 3, 1, 8, 256),
+    "ResNeXt grouped 3x3, 32 groups, batch 8": (8, 256, 28, 3, 1, 32, 256),
+    "regular 3x3, 56 px": (1, 64, 56, 3, 1, 1, 64),
+}
+
+
+def measure(case: tuple, runs: int) -> dict:
+    batch, channels, size, kernel, stride, groups, out_channels = case
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((batch, channels, size, size), np.float32)
+    w = rng.standard_normal((out_channels, channels // groups, kernel, kernel), np.float32)
+    pad = kernel // 2
+    tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+    jx, jw = jnp.asarray(x), jnp.asarray(w)
+    geometry = dict(strides=(stride, stride), padding=[(pad, pad)] * 2, lhs_dilation=None, rhs_dilation=None)
+    grouped = jax.jit(lambda a, b: lax.conv_general_dilated(
+        a, b, geometry["strides"], geometry["padding"], dimension_numbers=("NCHW", "OIHW", "NCHW"),
+        feature_group_count=groups, precision=lax.Precision.HIGHEST))
+    chosen = jax.jit(lambda a, b: convolve(a, b, groups=groups, **geometry))
+    with torch.no_grad():
+        reference = torch.nn.functional.conv2d(tx, tw, stride=stride, padding=pad, groups=groups).numpy()
+        error = np.abs(np.asarray(chosen(jx, jw)) - reference).max() / max(1.0, np.abs(reference).max())
+        torch_s, grouped_s, chosen_s = interleaved_medians([
+            lambda: torch.nn.functional.conv2d(tx, tw, stride=stride, padding=pad, groups=groups),
+            lambda: jax.block_until_ready(grouped(jx, jw)),
+            lambda: jax.block_until_ready(chosen(jx, jw)),
+        ], runs)
+    return {"torch_ms": torch_s * 1e3, "xla_ratio": grouped_s / torch_s, "jaxport_ratio": chosen_s / torch_s,
+            "error": error}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--markdown")
+    opts = parser.parse_args()
+    lines = ["| layer (NCHW, float32) | PyTorch (ms) | XLA grouped conv / PyTorch | jaxport / PyTorch | max error |",
+             "|---|---:|---:|---:|---:|"]
+    for name, case in CASES.items():
+        row = measure(case, opts.runs)
+        lines.append(f"| {name} | {row['torch_ms']:.2f} | {row['xla_ratio']:.2f}x | {row['jaxport_ratio']:.2f}x | "
+                     f"{row['error']:.1e} |")
+    publish("\n".join(lines), opts.runs, opts.markdown)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Convolution as each backend runs it fast, shared by the ATen and ONNX lowerings.
+
+Both op libraries hand `convolve` NC<spatial> data and OI<spatial> weights, already in the
+dtype to compute in. Most convolutions go to `lax.conv_general_dilated`. On CPU a depthwise
+convolution (one group per input channel, as in MobileNet, EfficientNet and ConvNeXt) does
+not: XLA:CPU runs `feature_group_count > 1` on a slow generic path, measured 10-38x PyTorch's
+time for 3x3 to 7x7 kernels, so there it is written as shifted multiply-adds: one strided
+slice of the padded input per kernel tap, scaled by that tap's per-channel weight and
+summed, which XLA fuses into one vectorized loop over the output (0.7-1.9x PyTorch's time).
+Other grouped convolutions run on CPU as one plain convolution per group, concatenated
+(8 groups: 2.3x -> 0.9x PyTorch's time; 32 groups: 14x -> 2.3x). GPUs and TPUs take grouped
+convolutions natively (cuDNN, the TPU's convolution units), so the choice is made by
+`jax.default_backend()` when the lowering is traced. (Measured by
+`benchmarks/bench_convolutions.py`, one thread, float32.)
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+#: Kernels with more taps than this stay on `lax.conv_general_dilated` even when depthwise:
+#: each tap is a term of the fused loop (7x7 is 49; a 3x3x3 volume 27).
+MAX_SHIFTED_TAPS = 64
+#: Grouped convolutions with more groups than this stay one grouped convolution: each group
+#: becomes its own convolution in the program.
+MAX_SPLIT_GROUPS = 64
+
+
+def convolve(lhs, rhs, *, strides, padding, lhs_dilation, rhs_dilation, groups, precision=lax.Precision.HIGHEST):
+    """`lax.conv_general_dilated` over NC<spatial> data and OI<spatial> weights, with
+    `padding` as (low, high) pairs; output in the operands' dtype."""
+    nd = rhs.ndim - 2
+    on_cpu = groups > 1 and jax.default_backend() == "cpu"
+    if on_cpu and _is_shiftable_depthwise(lhs, rhs, groups, lhs_dilation):
+        shifted = _depthwise_by_shifts(lhs, rhs, strides, padding, rhs_dilation)
+        if shifted is not None:
+            return shifted
+    if on_cpu and groups <= MAX_SPLIT_GROUPS:
+        parts = zip(jnp.split(lhs, groups, axis=1), jnp.split(rhs, groups, axis=0))
+        return jnp.concatenate([convolve(x, w, strides=strides, padding=padding, lhs_dilation=lhs_dilation,
+                                         rhs_dilation=rhs_dilation, groups=1, precision=precision)
+                                for x, w in parts], axis=1)
+    names = "".join(chr(ord("a") + i) for i in range(nd))
+    return lax.conv_general_dilated(
+        lhs,
+        rhs,
+        window_strides=strides,
+        padding=padding,
+        lhs_dilation=lhs_dilation,
+        rhs_dilation=rhs_dilation,
+        dimension_numbers=("NC" + names, "OI" + names, "NC" + names),
+        feature_group_count=groups,
+        precision=precision,
+        preferred_element_type=lhs.dtype,
+    )
+
+
+def _is_shiftable_depthwise(lhs, rhs, groups, lhs_dilation) -> bool:
+    """Depthwise (every group one input channel), not transposed, floating, few taps."""
+    return (
+        groups == lhs.shape[1]
+        and rhs.shape[1] == 1
+        and all(d == 1 for d in (lhs_dilation or ()))
+        and jnp.issubdtype(lhs.dtype, jnp.floating)
+        and math.prod(rhs.shape[2:]) <= MAX_SHIFTED_TAPS
+    )
+
+
+def _depthwise_by_shifts(lhs, rhs, strides, padding, rhs_dilation):
+    """A depthwise convolution as a sum over kernel taps of strided slices times per-channel
+    tap weights; None when the output would be empty (left to lax)."""
+    nd = rhs.ndim - 2
+    kernel = rhs.shape[2:]
+    multiplier = rhs.shape[0] // lhs.shape[1]
+    if multiplier > 1:  # output channel c * multiplier + j reads input channel c
+        lhs = jnp.repeat(lhs, multiplier, axis=1)
+    dilation = tuple(rhs_dilation or (1,) * nd)
+    padded = lax.pad(lhs, jnp.zeros((), lhs.dtype), [(0, 0, 0), (0, 0, 0)] + [(lo, hi, 0) for lo, hi in padding])
+    sizes = [(size - d * (k - 1) - 1) // s + 1 for size, k, d, s in zip(padded.shape[2:], kernel, dilation, strides)]
+    if any(size <= 0 for size in sizes):
+        return None
+    batch, channels = padded.shape[:2]
+    total = None
+    for tap in itertools.product(*(range(k) for k in kernel)):
+        starts = [t * d for t, d in zip(tap, dilation)]
+        limits = [start + (size - 1) * s + 1 for start, size, s in zip(starts, sizes, strides)]
+        window = lax.slice(padded, (0, 0, *starts), (batch, channels, *limits), (1, 1, *strides))
+        term = window * rhs[(slice(None), 0, *tap)].reshape((channels,) + (1,) * nd)
+        total = term if total is None else total + term
+    return total
