@@ -210,7 +210,7 @@ CONVS = [  # input shape, weight shape, stride, padding, dilation, groups
 ]
 
 
-GROUPED_CONVS = [  # input shape, weight shape, stride, padding, dilation, groups: the CPU's own formulations
+CPU_CONVS = [  # input shape, weight shape, stride, padding, dilation, groups: the CPU's own formulations
     pytest.param((2, 8, 11, 9), (8, 1, 3, 3), [1, 1], [1, 1], [1, 1], 8, id="depthwise-3x3"),
     pytest.param((1, 6, 12, 12), (6, 1, 5, 5), [2, 2], [2, 2], [1, 1], 6, id="depthwise-5x5-stride"),
     pytest.param((2, 4, 13, 10), (4, 1, 7, 7), [1, 1], [3, 3], [1, 1], 4, id="depthwise-7x7"),
@@ -220,12 +220,17 @@ GROUPED_CONVS = [  # input shape, weight shape, stride, padding, dilation, group
     pytest.param((0, 4, 6, 6), (4, 1, 3, 3), [1, 1], [1, 1], [1, 1], 4, id="depthwise-empty-batch"),
     pytest.param((2, 8, 9, 9), (12, 2, 3, 3), [1, 1], [1, 1], [1, 1], 4, id="grouped-4"),
     pytest.param((1, 16, 7, 7), (16, 2, 3, 3), [2, 2], [1, 1], [1, 1], 8, id="grouped-8-stride"),
+    pytest.param((3, 8, 9, 7), (5, 8, 1, 1), [1, 1], [0, 0], [1, 1], 1, id="pointwise"),
+    pytest.param((2, 6, 9, 8), (4, 6, 1, 1), [2, 2], [0, 0], [1, 1], 1, id="pointwise-stride"),
+    pytest.param((2, 6, 11), (4, 6, 1), [1], [0], [1], 1, id="pointwise-1d"),
+    pytest.param((1, 4, 3, 5, 4), (6, 4, 1, 1, 1), [1, 1, 1], [0, 0, 0], [1, 1, 1], 1, id="pointwise-3d"),
+    pytest.param((0, 4, 5, 5), (6, 4, 1, 1), [1, 1], [0, 0], [1, 1], 1, id="pointwise-empty-batch"),
 ]
 
 
-@pytest.mark.parametrize("in_shape, w_shape, stride, padding, dilation, groups", GROUPED_CONVS)
+@pytest.mark.parametrize("in_shape, w_shape, stride, padding, dilation, groups", CPU_CONVS)
 @pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=str)
-def test_grouped_convolution(in_shape, w_shape, stride, padding, dilation, groups, dtype):
+def test_cpu_convolution_formulations(in_shape, w_shape, stride, padding, dilation, groups, dtype):
     x, w, b = randn(*in_shape, dtype=dtype), randn(*w_shape, dtype=dtype), randn(w_shape[0], dtype=dtype)
     geometry = (stride, padding, dilation, False, [0] * len(stride), groups)
     # Up to 49 products per output, summed in another order than PyTorch's kernels.

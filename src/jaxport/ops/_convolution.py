@@ -6,12 +6,17 @@ convolution (one group per input channel, as in MobileNet, EfficientNet and Conv
 not: XLA:CPU runs `feature_group_count > 1` on a slow generic path, measured 10-38x PyTorch's
 time for 3x3 to 7x7 kernels, so there it is written as shifted multiply-adds: one strided
 slice of the padded input per kernel tap, scaled by that tap's per-channel weight and
-summed, which XLA fuses into one vectorized loop over the output (0.7-1.9x PyTorch's time).
+summed, which XLA fuses into one vectorized loop over the output (0.3-1.3x PyTorch's time).
 Other grouped convolutions run on CPU as one plain convolution per group, concatenated
-(8 groups: 2.3x -> 0.9x PyTorch's time; 32 groups: 14x -> 2.3x). GPUs and TPUs take grouped
+(8 groups: 3.5x -> 1.2x PyTorch's time; 32 groups: 15x -> 2.4x). A 1x1 convolution on CPU is
+a matrix product of the weights with each image's channels-by-positions matrix: XLA:CPU's
+convolutions (XNNPACK) want channels last, so every plain convolution of an NCHW network
+is wrapped in two transposes of its activations, which cost MobileNetV2 as much as its
+convolutions; as products, its 1x1 layers keep NCHW (25.5 -> 18.6 ms at batch 1, 185 ->
+121 ms at batch 8). GPUs and TPUs take grouped
 convolutions natively (cuDNN, the TPU's convolution units), so the choice is made by
-`jax.default_backend()` when the lowering is traced. (Measured by
-`benchmarks/bench_convolutions.py`, one thread, float32.)
+`jax.default_backend()` when the lowering is traced. (Measured one thread, float32, by
+`benchmarks/bench_convolutions.py` per layer and `benchmarks/bench_real_sizes.py` per model.)
 """
 
 from __future__ import annotations
@@ -35,16 +40,19 @@ def convolve(lhs, rhs, *, strides, padding, lhs_dilation, rhs_dilation, groups, 
     """`lax.conv_general_dilated` over NC<spatial> data and OI<spatial> weights, with
     `padding` as (low, high) pairs; output in the operands' dtype."""
     nd = rhs.ndim - 2
-    on_cpu = groups > 1 and jax.default_backend() == "cpu"
-    if on_cpu and _is_shiftable_depthwise(lhs, rhs, groups, lhs_dilation):
+    on_cpu = jax.default_backend() == "cpu"
+    if on_cpu and groups > 1 and _is_shiftable_depthwise(lhs, rhs, groups, lhs_dilation):
         shifted = _depthwise_by_shifts(lhs, rhs, strides, padding, rhs_dilation)
         if shifted is not None:
             return shifted
-    if on_cpu and groups <= MAX_SPLIT_GROUPS:
+    if on_cpu and 1 < groups <= MAX_SPLIT_GROUPS:
         parts = zip(jnp.split(lhs, groups, axis=1), jnp.split(rhs, groups, axis=0))
         return jnp.concatenate([convolve(x, w, strides=strides, padding=padding, lhs_dilation=lhs_dilation,
                                          rhs_dilation=rhs_dilation, groups=1, precision=precision)
                                 for x, w in parts], axis=1)
+    if on_cpu and _is_pointwise(rhs, groups, padding, lhs_dilation):
+        picked = lhs[(slice(None), slice(None), *(slice(None, None, s) for s in strides))]
+        return _pointwise(picked, rhs.reshape(rhs.shape[:2]), precision)
     names = "".join(chr(ord("a") + i) for i in range(nd))
     return lax.conv_general_dilated(
         lhs,
@@ -58,6 +66,23 @@ def convolve(lhs, rhs, *, strides, padding, lhs_dilation, rhs_dilation, groups, 
         precision=precision,
         preferred_element_type=lhs.dtype,
     )
+
+
+def _is_pointwise(rhs, groups, padding, lhs_dilation) -> bool:
+    """A 1x1 convolution without padding: a matrix product over the channels."""
+    return (groups == 1 and all(k == 1 for k in rhs.shape[2:]) and all(p == (0, 0) for p in map(tuple, padding))
+            and all(d == 1 for d in (lhs_dilation or ())))
+
+
+def _pointwise(lhs, weight, precision):
+    """out[n, o, ...] = sum_c weight[o, c] lhs[n, c, ...]: weight @ lhs[n], the product XLA:CPU
+    runs without moving channels last (for a batch, one product over all images' positions,
+    then the image axis moved to the front)."""
+    batch, channels, *spatial = lhs.shape
+    flat = lhs.reshape(batch, channels, math.prod(spatial))
+    out = lax.dot_general(weight, flat, (((1,), (1,)), ((), ())), precision=precision,
+                          preferred_element_type=lhs.dtype)  # [out channels, batch, positions]
+    return jnp.moveaxis(out, 1, 0).reshape(batch, weight.shape[0], *spatial)
 
 
 def _is_shiftable_depthwise(lhs, rhs, groups, lhs_dilation) -> bool:

@@ -1,0 +1,281 @@
+"""Models at the sizes people run: jaxport against PyTorch eager, torch.compile and onnxruntime.
+
+    python benchmarks/bench_real_sizes.py [--models bert resnet50 ...] [--batches 1 8] [--runs 20]
+        [--results benchmarks/results/real_sizes.jsonl] [--rerun] [--markdown out.md]
+
+Hugging Face models built from configs at realistic widths (random weights, eval mode,
+float32), each taking at least 10 ms per call in PyTorch eager on this CPU. Backends, one
+thread each, in one process per (model, batch), their calls interleaved:
+
+- eager: the module under `torch.no_grad()`;
+- compile: `torch.compile(module)` (default mode);
+- onnxruntime: `torch.onnx.export(dynamo=True)` then onnxruntime's CPU provider;
+- jaxport: `jaxport.from_torch` then the jitted function.
+
+torchax is not measured: every release on PyPI (0.0.11 to 0.0.13) installs but fails to
+import under torch 2.13 (its `amp.py` names `aten.prod.dim_Dimname`, which 2.13 no longer has).
+
+Each (model, batch) appends one JSON line to `--results` as it finishes, so the run can be
+stopped and resumed (`--rerun` measures again); the table is made from the results file.
+"jaxport error" is the largest difference from PyTorch eager's main output, relative to
+that output's largest magnitude.
+"""
+
+from __future__ import annotations
+
+import _setup  # noqa: F401  (first: one thread each, before JAX and torch start)
+
+# isort: split
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import transformers
+
+from _report import interleaved_medians, publish
+
+RESULTS = os.path.join(os.path.dirname(__file__), "results", "real_sizes.jsonl")
+BACKENDS = ("eager", "compile", "onnxruntime", "jaxport")
+
+
+def _text(model, batch, length=128, vocab=30000):
+    ids = torch.randint(3, vocab, (batch, length), generator=torch.Generator().manual_seed(batch))
+    return model, {"input_ids": ids}
+
+
+def _image(model, batch, size=224):
+    return model, {"pixel_values": torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(batch))}
+
+
+def bert(batch):
+    config = transformers.BertConfig(num_hidden_layers=4)  # BERT-base width: 768, 12 heads, MLP 3072
+    return _text(transformers.BertModel(config, add_pooling_layer=False), batch)
+
+
+def gpt2(batch):
+    config = transformers.GPT2Config(n_layer=6, use_cache=False)  # GPT-2 small width: 768, 12 heads
+    return _text(transformers.GPT2Model(config), batch, vocab=50000)
+
+
+def llama(batch):
+    config = transformers.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=6,
+                                      num_attention_heads=16, num_key_value_heads=4, vocab_size=32000,
+                                      use_cache=False)
+    return _text(transformers.LlamaModel(config), batch)
+
+
+def t5(batch):
+    config = transformers.T5Config(d_model=512, d_ff=2048, num_layers=6, num_heads=8, use_cache=False)  # t5-small
+    model, inputs = _text(transformers.T5Model(config), batch, vocab=32000)
+    inputs["decoder_input_ids"] = inputs["input_ids"][:, :32]
+    return model, inputs
+
+
+def vit(batch):
+    config = transformers.ViTConfig(num_hidden_layers=6)  # ViT-B/16 width at 224 px, half the layers
+    return _image(transformers.ViTModel(config, add_pooling_layer=False), batch)
+
+
+def swin(batch):
+    return _image(transformers.SwinModel(transformers.SwinConfig()), batch)  # Swin-T, 224 px
+
+
+def convnext(batch):
+    return _image(transformers.ConvNextModel(transformers.ConvNextConfig()), batch)  # ConvNeXt-T, 224 px
+
+
+def resnet18(batch):
+    config = transformers.ResNetConfig(layer_type="basic", depths=[2, 2, 2, 2], hidden_sizes=[64, 128, 256, 512])
+    return _image(transformers.ResNetModel(config), batch)
+
+
+def resnet50(batch):
+    return _image(transformers.ResNetModel(transformers.ResNetConfig()), batch)
+
+
+def mobilenet_v2(batch):
+    return _image(transformers.MobileNetV2Model(transformers.MobileNetV2Config()), batch)
+
+
+def efficientnet_b0(batch):
+    config = transformers.EfficientNetConfig(image_size=224, width_coefficient=1.0, depth_coefficient=1.0,
+                                             hidden_dim=1280)  # B0 (the default config is B7)
+    return _image(transformers.EfficientNetModel(config), batch)
+
+
+def whisper_encoder(batch):
+    config = transformers.WhisperConfig(d_model=512, encoder_layers=6, encoder_attention_heads=8,
+                                        encoder_ffn_dim=2048)  # whisper-base's encoder
+    features = torch.randn(batch, 80, 3000, generator=torch.Generator().manual_seed(batch))
+    return transformers.WhisperModel(config).get_encoder(), {"input_features": features}
+
+
+def wav2vec2(batch):
+    config = transformers.Wav2Vec2Config(num_hidden_layers=6)  # base width, half the layers
+    audio = torch.randn(batch, 16000, generator=torch.Generator().manual_seed(batch))  # one second
+    return transformers.Wav2Vec2Model(config), {"input_values": audio}
+
+
+def clip(batch):
+    model = transformers.CLIPModel(transformers.CLIPConfig())  # ViT-B/32 and its text tower
+    _, image = _image(model, batch)
+    _, text = _text(model, batch, length=77, vocab=49000)
+    return model, {**text, **image}
+
+
+MODELS = {f.__name__: f for f in (bert, gpt2, llama, t5, vit, swin, clip, whisper_encoder, wav2vec2, convnext,
+                                   resnet18, resnet50, mobilenet_v2, efficientnet_b0)}
+
+
+def _first(output):
+    """The main output tensor of a model call (last_hidden_state, logits_per_image, ...)."""
+    if isinstance(output, torch.Tensor) or hasattr(output, "__array__"):
+        return output
+    if isinstance(output, (tuple, list)):
+        return _first(output[0])
+    return _first(next(iter(output.values())))
+
+
+def calibrate_batch_norms(module: torch.nn.Module, inputs: dict) -> None:
+    """Set every BatchNorm's running statistics to those of `inputs`, as training would have:
+    with the random initial ones (mean 0, variance 1) a deep CNN's activations shrink layer by
+    layer into float32's subnormal range, where CPUs slow down and nothing is realistic."""
+    norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    for norm in norms:
+        norm.reset_running_stats()
+        norm.momentum = None  # a cumulative average: one pass sets the statistics outright
+    module.train()
+    with torch.no_grad():
+        module(**inputs)
+    module.eval()
+
+
+def measure(name: str, batch: int, runs: int, backends) -> dict:
+    import jax
+    import onnxruntime
+
+    import jaxport
+
+    torch.manual_seed(0)
+    module, inputs = MODELS[name](batch)
+    calibrate_batch_norms(module, MODELS[name](max(batch, 8))[1])
+    module = module.eval()
+    row: dict = {"model": name, "batch": batch, "params_m": sum(p.numel() for p in module.parameters()) / 1e6}
+    fns, setup = {}, {}
+    with torch.no_grad():
+        reference = _first(module(**inputs)).numpy()
+        row["output_max"] = float(np.abs(reference).max())
+        fns["eager"] = lambda: module(**inputs)
+        if "compile" in backends:
+            start = time.perf_counter()
+            compiled = torch.compile(module)
+            compiled(**inputs)
+            setup["compile"] = time.perf_counter() - start
+            fns["compile"] = lambda: compiled(**inputs)
+        if "onnxruntime" in backends:
+            folder = tempfile.mkdtemp()
+            path = os.path.join(folder, "model.onnx")
+            start = time.perf_counter()
+            torch.onnx.export(module, (), kwargs=inputs, dynamo=True, verbose=False).save(path)
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = options.inter_op_num_threads = 1
+            session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+            feeds = {i.name: inputs[i.name].numpy() for i in session.get_inputs()}
+            session.run(None, feeds)
+            setup["onnxruntime"] = time.perf_counter() - start
+            fns["onnxruntime"] = lambda: session.run(None, feeds)
+    if "jaxport" in backends:
+        start = time.perf_counter()
+        converted = jaxport.from_torch(module, (), inputs)
+        row["jaxport_convert_s"] = time.perf_counter() - start
+        jinputs = {k: jaxport.to_jax(v) for k, v in inputs.items()}
+        start = time.perf_counter()
+        out = jax.block_until_ready(converted(**jinputs))
+        setup["jaxport"] = row["jaxport_convert_s"] + time.perf_counter() - start
+        scale = max(float(np.abs(reference).max()), np.finfo(np.float32).tiny)
+        row["jaxport_error"] = float(np.abs(np.asarray(_first(out)) - reference).max() / scale)
+        fns["jaxport"] = lambda: jax.block_until_ready(converted(**jinputs))
+    with torch.no_grad():
+        times = interleaved_medians(list(fns.values()), runs, block=5)
+    row["ms"] = {backend: t * 1e3 for backend, t in zip(fns, times)}
+    row["setup_s"] = setup
+    return row
+
+
+def read(path: str) -> dict:
+    rows = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                row = json.loads(line)
+                rows[(row["model"], row["batch"])] = row
+    return rows
+
+
+def table(rows: dict, models, batches) -> str:
+    lines = ["| model | params (M) | batch | PyTorch eager (ms) | torch.compile | onnxruntime | jaxport | jaxport error |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name in models:
+        for batch in batches:
+            row = rows.get((name, batch))
+            if row is None:
+                continue
+            if "error" in row:
+                lines.append(f"| {name} | | {batch} | failed: {row['error']} | | | | |")
+                continue
+            ms = row["ms"]
+            ratio = {b: f"{ms[b] / ms['eager']:.2f}x" if b in ms else "-" for b in BACKENDS}
+            lines.append(f"| {name} | {row['params_m']:.0f} | {batch} | {ms['eager']:.1f} | {ratio['compile']} | "
+                         f"{ratio['onnxruntime']} | **{ratio['jaxport']}** | {row.get('jaxport_error', float('nan')):.0e} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
+    parser.add_argument("--results", default=RESULTS)
+    parser.add_argument("--rerun", action="store_true", help="measure again what the results file holds")
+    parser.add_argument("--timeout", type=float, default=1200, help="seconds per (model, batch)")
+    parser.add_argument("--markdown")
+    parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    opts = parser.parse_args()
+    if opts.worker:
+        row = measure(opts.worker[0], int(opts.worker[1]), opts.runs, opts.backends)
+        print(json.dumps(row))
+        return
+    os.makedirs(os.path.dirname(opts.results) or ".", exist_ok=True)
+    done = read(opts.results)
+    for name in opts.models:
+        for batch in opts.batches:
+            if (name, batch) in done and not opts.rerun:
+                continue
+            command = [sys.executable, __file__, "--worker", name, str(batch), "--runs", str(opts.runs),
+                       "--backends", *opts.backends]
+            try:  # one process each: compiled programs and exported files do not pile up
+                proc = subprocess.run(command, capture_output=True, text=True, timeout=opts.timeout)
+                lines = proc.stdout.strip().splitlines()
+                row = json.loads(lines[-1]) if proc.returncode == 0 and lines else {
+                    "model": name, "batch": batch, "error": (proc.stderr.strip().splitlines() or ["?"])[-1][:200]}
+            except subprocess.TimeoutExpired:
+                row = {"model": name, "batch": batch, "error": f"over {opts.timeout:.0f} s"}
+            with open(opts.results, "a") as f:
+                f.write(json.dumps(row) + "\n")
+            done[(name, batch)] = row
+            print(table({(name, batch): row}, [name], [batch]).splitlines()[-1], flush=True)
+    publish(table(read(opts.results), opts.models, opts.batches), opts.runs, opts.markdown,
+            f"median of {opts.runs} interleaved calls; onnxruntime and torch.compile at their defaults")
+
+
+if __name__ == "__main__":
+    main()
