@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test opinfo-report opinfo-full opinfo-eager opinfo-reference onnx-report catalogue lint bench clean
+.PHONY: setup demo test opinfo-report opinfo-full opinfo-eager opinfo-reference onnx-report catalogue lint bench bench-real-sizes clean
 
 setup: $(STAMP)
 
@@ -83,6 +83,12 @@ bench: setup
 	$(PY) benchmarks/bench_onnx.py
 	$(PY) benchmarks/bench_train.py
 	$(PY) benchmarks/bench_generate.py --memory
+	$(PY) benchmarks/bench_convolutions.py
+
+# Hugging Face models at real widths against eager, torch.compile and onnxruntime (about an
+# hour on 2 cores); resumable: results accumulate in benchmarks/results/real_sizes.jsonl.
+bench-real-sizes: setup
+	$(PY) benchmarks/bench_real_sizes.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -27,6 +27,7 @@ import _setup  # noqa: F401  (first: one thread each, before JAX and torch start
 
 # isort: split
 import argparse
+import copy
 import json
 import os
 import subprocess
@@ -158,9 +159,8 @@ def calibrate_batch_norms(module: torch.nn.Module, inputs: dict) -> None:
     module.eval()
 
 
-def measure(name: str, batch: int, runs: int, backends) -> dict:
+def measure(name: str, batch: int, runs: int, backends, device: str = "cpu") -> dict:
     import jax
-    import onnxruntime
 
     import jaxport
 
@@ -173,14 +173,29 @@ def measure(name: str, batch: int, runs: int, backends) -> dict:
     with torch.no_grad():
         reference = _first(module(**inputs)).numpy()
         row["output_max"] = float(np.abs(reference).max())
-        fns["eager"] = lambda: module(**inputs)
+        # on a GPU, PyTorch's backends run there (and are waited for); jaxport converts the
+        # CPU module and runs on JAX's default device
+        torch_module = module if device == "cpu" else copy.deepcopy(module).to(device)
+        torch_inputs = {k: v.to(device) for k, v in inputs.items()}
+        sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+        def eager():
+            torch_module(**torch_inputs)
+            sync()
+        fns["eager"] = eager
         if "compile" in backends:
             start = time.perf_counter()
-            compiled = torch.compile(module)
-            compiled(**inputs)
+            compiled = torch.compile(torch_module)
+            compiled(**torch_inputs)
+
+            def compiled_call():
+                compiled(**torch_inputs)
+                sync()
             setup["compile"] = time.perf_counter() - start
-            fns["compile"] = lambda: compiled(**inputs)
+            fns["compile"] = compiled_call
         if "onnxruntime" in backends:
+            import onnxruntime
+
             folder = tempfile.mkdtemp()
             path = os.path.join(folder, "model.onnx")
             start = time.perf_counter()
@@ -247,11 +262,14 @@ def main() -> None:
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--rerun", action="store_true", help="measure again what the results file holds")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per (model, batch)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="where PyTorch's backends run (jaxport runs on JAX's default device)")
     parser.add_argument("--markdown")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.worker:
-        row = measure(opts.worker[0], int(opts.worker[1]), opts.runs, opts.backends)
+        row = measure(opts.worker[0], int(opts.worker[1]), opts.runs, opts.backends, opts.device)
+        row["device"] = opts.device if opts.device == "cpu" else torch.cuda.get_device_name()
         print(json.dumps(row))
         return
     os.makedirs(os.path.dirname(opts.results) or ".", exist_ok=True)
@@ -261,7 +279,7 @@ def main() -> None:
             if (name, batch) in done and not opts.rerun:
                 continue
             command = [sys.executable, __file__, "--worker", name, str(batch), "--runs", str(opts.runs),
-                       "--backends", *opts.backends]
+                       "--device", opts.device, "--backends", *opts.backends]
             try:  # one process each: compiled programs and exported files do not pile up
                 proc = subprocess.run(command, capture_output=True, text=True, timeout=opts.timeout)
                 lines = proc.stdout.strip().splitlines()

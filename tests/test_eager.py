@@ -126,18 +126,6 @@ def test_manual_seed_makes_random_ops_reproducible():
     assert not torch.equal(b.cpu(), c.cpu())
 
 
-def test_accelerator_rng_state_round_trips():
-    # torch.testing's freeze_rng_state (and checkpointing) save and restore the accelerator's
-    # RNG state once the jax device is registered: it is the CPU generator's.
-    assert torch.accelerator.current_accelerator().type == "jax"
-    module = torch.get_device_module("jax")
-    torch.manual_seed(3)
-    state = module.get_rng_state()
-    a = torch.randn(4, device="jax")
-    module.set_rng_state(state)
-    assert torch.equal(a.cpu(), torch.randn(4, device="jax").cpu())
-
-
 @pytest.mark.parametrize("module", [torch.nn.Dropout(0.5), torch.nn.Dropout(0.2), torch.nn.Dropout1d(0.5)])
 def test_dropout_modules_in_training_mode(module):
     # The module path calls bernoulli_(0.5), which PyTorch's dispatcher passes as bernoulli_().

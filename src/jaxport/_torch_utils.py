@@ -97,9 +97,15 @@ def to_jax(tensor: torch.Tensor, *, what: str = "a tensor", error: type[Exceptio
         tensor = tensor.contiguous()
     if tensor.dtype != torch.bool and tensor.numel() > 0:
         try:
-            return jax.dlpack.from_dlpack(tensor)
+            shared = jax.dlpack.from_dlpack(tensor)
         except Exception:  # an unaligned buffer or a dtype DLPack lacks: copy below
             pass
+        else:
+            # DLPack shares the CPU buffer, so the array lives on the CPU; like jnp.asarray, the
+            # result belongs on JAX's default device (a GPU's, where there is one), or a model's
+            # weights would pin every call to the CPU.
+            default = jax.devices()[0]
+            return shared if default.platform == "cpu" else jax.device_put(shared, default)
     return jnp.asarray(to_numpy(tensor))
 
 

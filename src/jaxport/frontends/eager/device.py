@@ -33,28 +33,8 @@ def set_device(device) -> None:
     pass
 
 
-# Random ops on the jax device draw their keys from torch's CPU generator, so its seed and
-# state are the device's: torch.manual_seed covers them, and code that saves and restores the
-# accelerator's RNG state (torch.testing's freeze_rng_state, checkpointing) gets the CPU's.
-
-
-def manual_seed(seed: int) -> None:
-    """Nothing of its own to seed: torch.manual_seed, which calls this, seeds the CPU generator."""
-
-
-manual_seed_all = manual_seed
-
-
-def get_rng_state(device=None):
-    import torch
-
-    return torch.get_rng_state()
-
-
-def set_rng_state(new_state, device=None) -> None:
-    import torch
-
-    torch.set_rng_state(new_state)
+def manual_seed_all(seed: int) -> None:
+    """Random ops on the jax device draw from torch's CPU generator, so torch.manual_seed covers them."""
 
 
 def get_amp_supported_dtype():
