@@ -112,7 +112,7 @@ def efficientnet_b0(batch):
 
 def whisper_encoder(batch):
     config = transformers.WhisperConfig(d_model=512, encoder_layers=6, encoder_attention_heads=8,
-                                        encoder_ffn_dim=2048)  # whisper-base's encoder
+                                        decoder_attention_heads=8, encoder_ffn_dim=2048)  # whisper-base's encoder
     features = torch.randn(batch, 80, 3000, generator=torch.Generator().manual_seed(batch))
     return transformers.WhisperModel(config).get_encoder(), {"input_features": features}
 
