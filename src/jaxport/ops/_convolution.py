@@ -13,9 +13,9 @@ a matrix product of the weights with each image's channels-by-positions matrix: 
 convolutions (XNNPACK) want channels last, so every plain convolution of an NCHW network
 is wrapped in two transposes of its activations, which cost MobileNetV2 as much as its
 convolutions; as products, its 1x1 layers keep NCHW (25.5 -> 18.6 ms at batch 1, 185 ->
-121 ms at batch 8). GPUs and TPUs take grouped
-convolutions natively (cuDNN, the TPU's convolution units), so the choice is made by
-`jax.default_backend()` when the lowering is traced. (Measured one thread, float32, by
+121 ms at batch 8). GPUs and TPUs take grouped convolutions natively (cuDNN, the TPU's
+convolution units), so the choice is made by `jax.default_backend()` when the lowering is
+traced. (Measured one thread, float32, by
 `benchmarks/bench_convolutions.py` per layer and `benchmarks/bench_real_sizes.py` per model.)
 """
 
@@ -41,7 +41,8 @@ def convolve(lhs, rhs, *, strides, padding, lhs_dilation, rhs_dilation, groups, 
     `padding` as (low, high) pairs; output in the operands' dtype."""
     nd = rhs.ndim - 2
     on_cpu = jax.default_backend() == "cpu"
-    if on_cpu and groups > 1 and _is_shiftable_depthwise(lhs, rhs, groups, lhs_dilation):
+    transposed = any(d != 1 for d in lhs_dilation or ())  # a stride-dilated input
+    if on_cpu and groups > 1 and not transposed and _is_shiftable_depthwise(lhs, rhs, groups):
         shifted = _depthwise_by_shifts(lhs, rhs, strides, padding, rhs_dilation)
         if shifted is not None:
             return shifted
@@ -50,7 +51,7 @@ def convolve(lhs, rhs, *, strides, padding, lhs_dilation, rhs_dilation, groups, 
         return jnp.concatenate([convolve(x, w, strides=strides, padding=padding, lhs_dilation=lhs_dilation,
                                          rhs_dilation=rhs_dilation, groups=1, precision=precision)
                                 for x, w in parts], axis=1)
-    if on_cpu and _is_pointwise(rhs, groups, padding, lhs_dilation):
+    if on_cpu and not transposed and _is_pointwise(rhs, groups, padding):
         picked = lhs[(slice(None), slice(None), *(slice(None, None, s) for s in strides))]
         return _pointwise(picked, rhs.reshape(rhs.shape[:2]), precision)
     names = "".join(chr(ord("a") + i) for i in range(nd))
@@ -68,10 +69,9 @@ def convolve(lhs, rhs, *, strides, padding, lhs_dilation, rhs_dilation, groups, 
     )
 
 
-def _is_pointwise(rhs, groups, padding, lhs_dilation) -> bool:
+def _is_pointwise(rhs, groups, padding) -> bool:
     """A 1x1 convolution without padding: a matrix product over the channels."""
-    return (groups == 1 and all(k == 1 for k in rhs.shape[2:]) and all(p == (0, 0) for p in map(tuple, padding))
-            and all(d == 1 for d in (lhs_dilation or ())))
+    return groups == 1 and all(k == 1 for k in rhs.shape[2:]) and all(p == (0, 0) for p in map(tuple, padding))
 
 
 def _pointwise(lhs, weight, precision):
@@ -85,12 +85,11 @@ def _pointwise(lhs, weight, precision):
     return jnp.moveaxis(out, 1, 0).reshape(batch, weight.shape[0], *spatial)
 
 
-def _is_shiftable_depthwise(lhs, rhs, groups, lhs_dilation) -> bool:
-    """Depthwise (every group one input channel), not transposed, floating, few taps."""
+def _is_shiftable_depthwise(lhs, rhs, groups) -> bool:
+    """Depthwise (every group one input channel), floating, few taps."""
     return (
         groups == lhs.shape[1]
         and rhs.shape[1] == 1
-        and all(d == 1 for d in (lhs_dilation or ()))
         and jnp.issubdtype(lhs.dtype, jnp.floating)
         and math.prod(rhs.shape[2:]) <= MAX_SHIFTED_TAPS
     )
@@ -98,7 +97,7 @@ def _is_shiftable_depthwise(lhs, rhs, groups, lhs_dilation) -> bool:
 
 def _depthwise_by_shifts(lhs, rhs, strides, padding, rhs_dilation):
     """A depthwise convolution as a sum over kernel taps of strided slices times per-channel
-    tap weights; None when the output would be empty (left to lax)."""
+    tap weights; None when the output would be empty (left to `convolve`'s other formulations)."""
     nd = rhs.ndim - 2
     kernel = rhs.shape[2:]
     multiplier = rhs.shape[0] // lhs.shape[1]
