@@ -126,6 +126,30 @@ def test_manual_seed_makes_random_ops_reproducible():
     assert not torch.equal(b.cpu(), c.cpu())
 
 
+def test_jax_device_rng_state_is_torchs_generator():
+    # torch.accelerator names the jax device once it is registered, so torch's own helpers
+    # (torch.testing's freeze_rng_state, fork_rng) save and restore its RNG state.
+    assert torch.accelerator.current_accelerator().type == "jax"
+    state = torch.get_device_module("jax").get_rng_state()
+    a = torch.randn(5, device="jax")
+    torch.get_device_module("jax").set_rng_state(state)
+    assert torch.equal(a.cpu(), torch.randn(5, device="jax").cpu())
+    with torch.random.fork_rng(device_type="jax"):
+        torch.randn(5, device="jax")
+    assert not torch.equal(a.cpu(), torch.randn(5, device="jax").cpu())
+
+
+def test_rrelu_in_training_returns_a_tensor_and_writes_its_noise():
+    x = torch.tensor([-2.0, -1.0, 0.5, 3.0], device="jax")
+    noise = torch.zeros(4, device="jax")
+    y = torch.ops.aten.rrelu_with_noise(x, noise, 0.1, 0.3, True)
+    assert isinstance(y, jaxport.JaxTensor) and y.shape == x.shape
+    slopes = noise.cpu()
+    assert torch.equal(slopes[2:], torch.ones(2)) and bool(((slopes[:2] >= 0.1) & (slopes[:2] <= 0.3)).all())
+    _same(y, x.cpu() * slopes)
+    assert isinstance(torch.rrelu(x, 0.1, 0.3, True), jaxport.JaxTensor)
+
+
 @pytest.mark.parametrize("module", [torch.nn.Dropout(0.5), torch.nn.Dropout(0.2), torch.nn.Dropout1d(0.5)])
 def test_dropout_modules_in_training_mode(module):
     # The module path calls bernoulli_(0.5), which PyTorch's dispatcher passes as bernoulli_().

@@ -33,8 +33,35 @@ def set_device(device) -> None:
     pass
 
 
+# Random ops on the jax device draw from torch's CPU generator, so the device's RNG state is
+# that generator's and `torch.manual_seed` already seeds it. The seeding hooks stay no-ops:
+# torch.manual_seed calls them, and calling back into it would recurse.
+
+
+def get_rng_state(device=None):
+    import torch
+
+    return torch.default_generator.get_state()
+
+
+def set_rng_state(new_state, device=None) -> None:
+    import torch
+
+    torch.default_generator.set_state(new_state)
+
+
+def initial_seed() -> int:
+    import torch
+
+    return torch.initial_seed()
+
+
+def manual_seed(seed: int) -> None:
+    """A no-op: the jax device shares torch's CPU generator (see above)."""
+
+
 def manual_seed_all(seed: int) -> None:
-    """Random ops on the jax device draw from torch's CPU generator, so torch.manual_seed covers them."""
+    """A no-op: the jax device shares torch's CPU generator (see above)."""
 
 
 def get_amp_supported_dtype():

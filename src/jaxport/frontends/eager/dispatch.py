@@ -396,7 +396,8 @@ def _run_functional_twin(func, twin, args, kwargs):
         target = args[position] if position < len(args) else None
         if isinstance(target, JaxTensor):
             target._write(value.jax())
-    return tuple(results[: len(results) - len(updated)])
+    outputs = results[: len(results) - len(updated)]
+    return outputs[0] if len(func._schema.returns) == 1 else tuple(outputs)
 
 
 def _run_out(func, args, kwargs, out_names):
