@@ -220,6 +220,7 @@ CPU_CONVS = [  # input shape, weight shape, stride, padding, dilation, groups: t
     pytest.param((0, 4, 6, 6), (4, 1, 3, 3), [1, 1], [1, 1], [1, 1], 4, id="depthwise-empty-batch"),
     pytest.param((2, 8, 9, 9), (12, 2, 3, 3), [1, 1], [1, 1], [1, 1], 4, id="grouped-4"),
     pytest.param((1, 16, 7, 7), (16, 2, 3, 3), [2, 2], [1, 1], [1, 1], 8, id="grouped-8-stride"),
+    pytest.param((2, 8, 9), (8, 2, 80), [1], [40], [1], 4, id="grouped-long-kernel-1d"),
     pytest.param((3, 8, 9, 7), (5, 8, 1, 1), [1, 1], [0, 0], [1, 1], 1, id="pointwise"),
     pytest.param((2, 6, 9, 8), (4, 6, 1, 1), [2, 2], [0, 0], [1, 1], 1, id="pointwise-stride"),
     pytest.param((2, 6, 11), (4, 6, 1), [1], [0], [1], 1, id="pointwise-1d"),
@@ -259,6 +260,17 @@ def test_grouped_convolutions_avoid_xlas_grouped_path_on_cpu():
         groups_used = [eqn.params["feature_group_count"] for eqn in jaxpr.jaxpr.eqns
                        if eqn.primitive.name == "conv_general_dilated"]
         assert all(g == 1 for g in groups_used), groups_used
+
+
+def test_grouped_convolutions_with_long_kernels_stay_grouped():
+    """wav2vec2's positional convolution (128 taps over a few dozen frames) runs faster as one
+    grouped convolution than as one convolution per group."""
+    lowering = registry.lookup("aten.convolution.default")
+    jaxpr = jax.make_jaxpr(lambda x, w: lowering(x, w, None, [1], [64], [1], False, [0], 16))(
+        jnp.ones((1, 64, 49)), jnp.ones((64, 4, 128)))
+    convolutions = [eqn.params["feature_group_count"] for eqn in jaxpr.jaxpr.eqns
+                    if eqn.primitive.name == "conv_general_dilated"]
+    assert convolutions == [16], convolutions
 
 
 @pytest.mark.parametrize("in_shape, w_shape, stride, padding, dilation, groups, mask", masked(CONVS))

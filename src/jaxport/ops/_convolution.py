@@ -7,8 +7,8 @@ not: XLA:CPU runs `feature_group_count > 1` on a slow generic path, measured 10-
 time for 3x3 to 7x7 kernels, so there it is written as shifted multiply-adds: one strided
 slice of the padded input per kernel tap, scaled by that tap's per-channel weight and
 summed, which XLA fuses into one vectorized loop over the output (0.3-1.3x PyTorch's time).
-Other grouped convolutions run on CPU as one plain convolution per group, concatenated
-(8 groups: 3.5x -> 1.2x PyTorch's time; 32 groups: 15x -> 2.4x). A 1x1 convolution on CPU is
+Other grouped convolutions with small kernels run on CPU as one plain convolution per group,
+concatenated (8 groups: 3.5x -> 1.2x PyTorch's time; 32 groups: 15x -> 2.4x). A 1x1 convolution on CPU is
 a matrix product of the weights with each image's channels-by-positions matrix: XLA:CPU's
 convolutions (XNNPACK) want channels last, so every plain convolution of an NCHW network
 is wrapped in two transposes of its activations, which cost MobileNetV2 as much as its
@@ -34,6 +34,12 @@ MAX_SHIFTED_TAPS = 64
 #: Grouped convolutions with more groups than this stay one grouped convolution: each group
 #: becomes its own convolution in the program.
 MAX_SPLIT_GROUPS = 64
+#: Grouped convolutions with kernels of more taps than this stay one grouped convolution:
+#: XLA's grouped path is slow on small kernels over large images, not on long kernels over
+#: short inputs. wav2vec2's positional convolution (768 channels, 16 groups, 128 taps, 49
+#: frames) takes 13.9 ms grouped and 47.7 ms split at batch 1 (22 vs 345 ms at batch 8;
+#: PyTorch 4.5 and 36 ms).
+MAX_SPLIT_TAPS = 64
 
 
 def convolve(lhs, rhs, *, strides, padding, lhs_dilation, rhs_dilation, groups, precision=lax.Precision.HIGHEST):
@@ -46,7 +52,7 @@ def convolve(lhs, rhs, *, strides, padding, lhs_dilation, rhs_dilation, groups, 
         shifted = _depthwise_by_shifts(lhs, rhs, strides, padding, rhs_dilation)
         if shifted is not None:
             return shifted
-    if on_cpu and 1 < groups <= MAX_SPLIT_GROUPS:
+    if on_cpu and 1 < groups <= MAX_SPLIT_GROUPS and math.prod(rhs.shape[2:]) <= MAX_SPLIT_TAPS:
         parts = zip(jnp.split(lhs, groups, axis=1), jnp.split(rhs, groups, axis=0))
         return jnp.concatenate([convolve(x, w, strides=strides, padding=padding, lhs_dilation=lhs_dilation,
                                          rhs_dilation=rhs_dilation, groups=1, precision=precision)
