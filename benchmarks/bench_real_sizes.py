@@ -10,7 +10,9 @@ thread each, in one process per (model, batch), their calls interleaved:
 - eager: the module under `torch.no_grad()`;
 - compile: `torch.compile(module)` (default mode);
 - onnxruntime: `torch.onnx.export(dynamo=True)` then onnxruntime's CPU provider;
-- jaxport: `jaxport.from_torch` then the jitted function.
+- jaxport: `jaxport.from_torch` then the jitted function (parameters as arguments);
+- jaxport frozen: `JaxModel.frozen()`, parameters folded into the program as constants, so
+  XLA does parameter-only work (kernel layouts, weight normalization) once, when it compiles.
 
 torchax is not measured: every release on PyPI (0.0.11 to 0.0.13) installs but fails to
 import under torch 2.13 (its `amp.py` names `aten.prod.dim_Dimname`, which 2.13 no longer has).
@@ -42,7 +44,7 @@ import transformers
 from _report import interleaved_medians, publish
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "real_sizes.jsonl")
-BACKENDS = ("eager", "compile", "onnxruntime", "jaxport")
+BACKENDS = ("eager", "compile", "onnxruntime", "jaxport", "jaxport_frozen")
 
 
 def _text(model, batch, length=128, vocab=30000):
@@ -218,6 +220,17 @@ def measure(name: str, batch: int, runs: int, backends, device: str = "cpu") -> 
         scale = max(float(np.abs(reference).max()), np.finfo(np.float32).tiny)
         row["jaxport_error"] = float(np.abs(np.asarray(_first(out)) - reference).max() / scale)
         fns["jaxport"] = lambda: jax.block_until_ready(converted(**jinputs))
+    if "jaxport_frozen" in backends:
+        if "jaxport" not in backends:
+            converted = jaxport.from_torch(module, (), inputs)
+            jinputs = {k: jaxport.to_jax(v) for k, v in inputs.items()}
+        start = time.perf_counter()
+        frozen = converted.frozen()
+        out = jax.block_until_ready(frozen(**jinputs))
+        setup["jaxport_frozen"] = time.perf_counter() - start
+        scale = max(float(np.abs(reference).max()), np.finfo(np.float32).tiny)
+        row["jaxport_frozen_error"] = float(np.abs(np.asarray(_first(out)) - reference).max() / scale)
+        fns["jaxport_frozen"] = lambda: jax.block_until_ready(frozen(**jinputs))
     with torch.no_grad():
         times = interleaved_medians(list(fns.values()), runs, block=5)
     row["ms"] = {backend: t * 1e3 for backend, t in zip(fns, times)}
@@ -235,21 +248,27 @@ def read(path: str) -> dict:
     return rows
 
 
+def _error(row: dict, key: str) -> str:
+    return f"{row[key]:.0e}" if key in row else "-"
+
+
 def table(rows: dict, models, batches) -> str:
-    lines = ["| model | params (M) | batch | PyTorch eager (ms) | torch.compile | onnxruntime | jaxport | jaxport error |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| model | params (M) | batch | PyTorch eager (ms) | torch.compile | onnxruntime | jaxport | jaxport error "
+             "| jaxport frozen | frozen error |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in models:
         for batch in batches:
             row = rows.get((name, batch))
             if row is None:
                 continue
             if "error" in row:
-                lines.append(f"| {name} | | {batch} | failed: {row['error']} | | | | |")
+                lines.append(f"| {name} | | {batch} | failed: {row['error']} | | | | | | |")
                 continue
             ms = row["ms"]
             ratio = {b: f"{ms[b] / ms['eager']:.2f}x" if b in ms else "-" for b in BACKENDS}
             lines.append(f"| {name} | {row['params_m']:.0f} | {batch} | {ms['eager']:.1f} | {ratio['compile']} | "
-                         f"{ratio['onnxruntime']} | **{ratio['jaxport']}** | {row.get('jaxport_error', float('nan')):.0e} |")
+                         f"{ratio['onnxruntime']} | **{ratio['jaxport']}** | {_error(row, 'jaxport_error')} | "
+                         f"**{ratio['jaxport_frozen']}** | {_error(row, 'jaxport_frozen_error')} |")
     return "\n".join(lines)
 
 

@@ -36,6 +36,25 @@ def test_outputs_mirror_torch_structure():
     assert set(model.params) == {"lin.weight", "lin.bias", "offset"}
 
 
+def test_frozen_model_folds_todays_params_and_keeps_the_call_signature():
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                 torch.nn.Conv2d(8, 4, 3, groups=4)).eval()
+    x = torch.randn(2, 3, 10, 10)
+    model = jaxport.from_torch(module, (x,))
+    frozen = model.frozen()
+    expected = module(x).detach().numpy()
+    np.testing.assert_allclose(np.asarray(frozen(x)), expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(frozen(x)), np.asarray(model(x)), rtol=1e-5, atol=1e-6)
+    model.params = {name: value * 0 for name, value in model.params.items()}
+    np.testing.assert_allclose(np.asarray(frozen(x)), expected, rtol=1e-4, atol=1e-5)  # folded when frozen
+    assert not np.asarray(model(x)).any()
+    structured = jaxport.from_torch(Structured(), (torch.randn(2, 4),), {"y": torch.randn(5)}).frozen()
+    assert set(structured(torch.randn(2, 4), y=torch.randn(5))) == {"h", "pair"}
+    with pytest.raises(jaxport.InputError):
+        frozen(torch.randn(2, 4, 10, 10))
+
+
 def test_params_are_zero_copy_where_dlpack_allows():
     weight = torch.randn(64, 64)
     array = jaxport.to_jax(weight)
