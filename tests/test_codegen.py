@@ -279,3 +279,23 @@ def test_onnx_control_flow_conformance_cases_match_the_interpreter():
     counts, failures = conformance.run({"If", "Loop", "Scan", "SequenceMap"})
     assert not failures, failures[:5]
     assert counts["match"] >= 20
+
+
+def test_grouped_query_attention_copies_its_helper(tmp_path):
+    """ONNX Attention with fewer key/value heads than query heads: the lowering's grouping
+    helper travels with it into the generated source."""
+    from onnx import TensorProto, helper
+
+    shapes = {"Q": [1, 4, 3, 8], "K": [1, 2, 5, 8], "V": [1, 2, 5, 8]}
+    graph = helper.make_graph(
+        [helper.make_node("Attention", ["Q", "K", "V"], ["Y"], is_causal=1)], "gqa",
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name, shape in shapes.items()],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 4, 3, 8])])
+    model = jaxport.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]))
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(shape).astype(np.float32) for shape in shapes.values()]
+    case = _case(tmp_path / "gqa", model, inputs, jitted=True)
+    _run([case])
+    with np.load(case / "outputs.npz") as got, np.load(case / "expected.npz") as want:
+        np.testing.assert_array_equal(got["arr_0"], want["arr_0"])
+    assert "def _grouped(" in (case / "model" / "model.py").read_text()

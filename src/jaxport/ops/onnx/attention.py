@@ -32,6 +32,12 @@ def _heads_first(x, num_heads: int):
     return jnp.transpose(x.reshape(batch, seq, num_heads, hidden // num_heads), (0, 2, 1, 3))
 
 
+def _grouped(x, groups: int):
+    """(batch, heads, s, d) -> (batch, heads // groups, groups, s, d): the query heads that
+    share a key/value head side by side (a free reshape)."""
+    return x.reshape(x.shape[0], x.shape[1] // groups, groups, *x.shape[2:])
+
+
 def _masked_softmax(x):
     """Softmax over the last axis where a row of only -inf gives zeros, not NaN."""
     top = jnp.max(x, axis=-1, keepdims=True)
@@ -115,14 +121,13 @@ def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad_kv
         bias = bias + jnp.where(allowed, jnp.zeros((), bias_dtype), jnp.asarray(-jnp.inf, bias_dtype))
     bias = jnp.broadcast_to(bias, jnp.broadcast_shapes(jnp.shape(bias), (q_len, kv_len)))
 
+    # Grouped-query attention: query head h reads key/value head h // groups. The query heads
+    # sharing a key/value head are multiplied with it together, so K and V are never repeated.
     groups = heads // K.shape[1]
-    if groups > 1:  # grouped-query attention: query head h reads key/value head h // groups
-        K = jnp.repeat(K, groups, axis=1)
-        V = jnp.repeat(V, groups, axis=1)
     if scale is None:
         scale = 1 / math.sqrt(Q.shape[3])
     root = jnp.asarray(math.sqrt(scale), dtype)  # both sides scaled by sqrt(scale), as ONNX does
-    scores = jnp.matmul(Q * root, jnp.swapaxes(K * root, -1, -2))
+    scores = jnp.einsum("bkgqd,bksd->bkgqs", _grouped(Q * root, groups), K * root).reshape(batch, heads, q_len, kv_len)
     if softcap > 0:
         scores = jnp.tanh(scores / softcap) * softcap
     with_bias = scores.astype(bias_dtype) + bias
@@ -134,7 +139,7 @@ def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad_kv
     probs = jnp.where(fully_masked, jnp.zeros((), probs.dtype), probs)
     if qk_matmul_output_mode == 3:
         qk_output = probs
-    Y = jnp.matmul(probs.astype(dtype), V)
+    Y = jnp.einsum("bkgqs,bksd->bkgqd", _grouped(probs.astype(dtype), groups), V).reshape(batch, heads, q_len, -1)
     if three_d:
         Y = jnp.transpose(Y, (0, 2, 1, 3)).reshape(batch, q_len, -1)
     return Y, present_key, present_value, qk_output.astype(dtype)
