@@ -209,28 +209,20 @@ def measure(name: str, batch: int, runs: int, backends, device: str = "cpu") -> 
             session.run(None, feeds)
             setup["onnxruntime"] = time.perf_counter() - start
             fns["onnxruntime"] = lambda: session.run(None, feeds)
-    if "jaxport" in backends:
+    scale = max(float(np.abs(reference).max()), np.finfo(np.float32).tiny)
+    jaxport_backends = [b for b in ("jaxport", "jaxport_frozen") if b in backends]
+    if jaxport_backends:
         start = time.perf_counter()
         converted = jaxport.from_torch(module, (), inputs)
         row["jaxport_convert_s"] = time.perf_counter() - start
         jinputs = {k: jaxport.to_jax(v) for k, v in inputs.items()}
+    for backend in jaxport_backends:
         start = time.perf_counter()
-        out = jax.block_until_ready(converted(**jinputs))
-        setup["jaxport"] = row["jaxport_convert_s"] + time.perf_counter() - start
-        scale = max(float(np.abs(reference).max()), np.finfo(np.float32).tiny)
-        row["jaxport_error"] = float(np.abs(np.asarray(_first(out)) - reference).max() / scale)
-        fns["jaxport"] = lambda: jax.block_until_ready(converted(**jinputs))
-    if "jaxport_frozen" in backends:
-        if "jaxport" not in backends:
-            converted = jaxport.from_torch(module, (), inputs)
-            jinputs = {k: jaxport.to_jax(v) for k, v in inputs.items()}
-        start = time.perf_counter()
-        frozen = converted.frozen()
-        out = jax.block_until_ready(frozen(**jinputs))
-        setup["jaxport_frozen"] = time.perf_counter() - start
-        scale = max(float(np.abs(reference).max()), np.finfo(np.float32).tiny)
-        row["jaxport_frozen_error"] = float(np.abs(np.asarray(_first(out)) - reference).max() / scale)
-        fns["jaxport_frozen"] = lambda: jax.block_until_ready(frozen(**jinputs))
+        call = converted if backend == "jaxport" else converted.frozen()
+        out = jax.block_until_ready(call(**jinputs))
+        setup[backend] = time.perf_counter() - start + (row["jaxport_convert_s"] if backend == "jaxport" else 0)
+        row[f"{backend}_error"] = float(np.abs(np.asarray(_first(out)) - reference).max() / scale)
+        fns[backend] = lambda call=call: jax.block_until_ready(call(**jinputs))
     with torch.no_grad():
         times = interleaved_medians(list(fns.values()), runs, block=5)
     row["ms"] = {backend: t * 1e3 for backend, t in zip(fns, times)}

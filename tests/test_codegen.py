@@ -298,4 +298,4 @@ def test_grouped_query_attention_copies_its_helper(tmp_path):
     _run([case])
     with np.load(case / "outputs.npz") as got, np.load(case / "expected.npz") as want:
         np.testing.assert_array_equal(got["arr_0"], want["arr_0"])
-    assert "def _grouped(" in (case / "model" / "model.py").read_text()
+    assert "def group_heads(" in (case / "model" / "model.py").read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -181,11 +182,16 @@ class JaxModel:
         return interpret(self.program, params, inputs, strict=self.strict, rng=rng)
 
     def __call__(self, *args, rng: jax.Array | None = None, **kwargs) -> Any:
+        return self._call(functools.partial(self._jitted, self.params), args, kwargs, rng)
+
+    def _call(self, run: Callable[[list, jax.Array | None], tuple[list, dict]], args: tuple, kwargs: dict,
+              rng: jax.Array | None) -> Any:
+        """Calling the model: `run` (flat inputs, rng) -> (flat outputs, updates) on its inputs."""
         self._require_rng(rng)
         # Flattened first, so inputs jax.jit cannot take (a Hugging Face cache object) arrive as arrays.
         leaves = self._flatten_inputs(args, kwargs)
         leaves = [_as_jax(x, f"input '{spec.name}'") for x, spec in zip(leaves, self.program.user_inputs)]
-        flat, _updates = self._jitted(self.params, leaves, rng)
+        flat, _updates = run(leaves, rng)
         return self._build_outputs(flat)
 
     def frozen(self) -> Callable[..., Any]:
@@ -201,19 +207,12 @@ class JaxModel:
         changes to `params` are not seen: call `frozen()` again. Takes the inputs (and
         `rng=`) as calling the model does.
         """
-        params = dict(self.params)
-
-        def run(leaves: list, rng: jax.Array | None) -> tuple[list, dict]:
-            return self._run(params, leaves, rng)
-
-        compiled = jax.jit(run) if self.jittable else run
+        run = functools.partial(self._run, dict(self.params))
+        if self.jittable:
+            run = jax.jit(run)
 
         def call(*args, rng: jax.Array | None = None, **kwargs) -> Any:
-            self._require_rng(rng)
-            leaves = self._flatten_inputs(args, kwargs)
-            leaves = [_as_jax(x, f"input '{spec.name}'") for x, spec in zip(leaves, self.program.user_inputs)]
-            flat, _updates = compiled(leaves, rng)
-            return self._build_outputs(flat)
+            return self._call(run, args, kwargs, rng)
 
         return call
 

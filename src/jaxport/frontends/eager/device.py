@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jax
+import torch
 
 
 def is_available() -> bool:
@@ -39,20 +40,14 @@ def set_device(device) -> None:
 
 
 def get_rng_state(device=None):
-    import torch
-
     return torch.default_generator.get_state()
 
 
 def set_rng_state(new_state, device=None) -> None:
-    import torch
-
     torch.default_generator.set_state(new_state)
 
 
 def initial_seed() -> int:
-    import torch
-
     return torch.initial_seed()
 
 
@@ -65,8 +60,6 @@ def manual_seed_all(seed: int) -> None:
 
 
 def get_amp_supported_dtype():
-    import torch
-
     return [torch.float16, torch.bfloat16]
 
 

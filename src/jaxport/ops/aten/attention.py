@@ -26,21 +26,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._attention import group_heads, ungroup_heads
 from ..registry import aten
 from ._promotion import opmath_type
 
 
 def _scale(query, scale):
     return 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-
-
-def _grouped(array, groups: int):
-    """(..., heads, s, x) -> (..., heads // groups, groups, s, x): query heads (or a mask's)
-    side by side with the key/value head they share. A head axis of 1 broadcasts."""
-    heads = array.shape[-3]
-    if heads == 1:
-        return array[..., None, :, :]
-    return array.reshape(*array.shape[:-3], heads // groups, groups, *array.shape[-2:])
 
 
 def _causal(query, key):
@@ -51,12 +43,12 @@ def _masked_scores(query, key, attn_mask, is_causal, scale):
     """Scores (..., kv_heads, groups, q, k) in opmath, masked with -inf."""
     groups = query.shape[-3] // key.shape[-3]
     compute = opmath_type(query.dtype)
-    scores = jnp.einsum("...gqd,...kd->...gqk", _grouped(query, groups), key,
+    scores = jnp.einsum("...gqd,...kd->...gqk", group_heads(query, groups), key,
                         preferred_element_type=compute) * _scale(query, scale)
     if is_causal:
         scores = jnp.where(_causal(query, key), scores, -jnp.inf)
     if attn_mask is not None:
-        attn_mask = _grouped(attn_mask[None] if attn_mask.ndim == 2 else attn_mask, groups)
+        attn_mask = group_heads(attn_mask[None] if attn_mask.ndim == 2 else attn_mask, groups)
         if attn_mask.dtype == jnp.bool_:
             scores = jnp.where(attn_mask, scores, -jnp.inf)
         else:
@@ -68,11 +60,6 @@ def _masked_scores(query, key, attn_mask, is_causal, scale):
 def _dead_rows(scores):
     """(..., q, 1) True where every score of the row is -inf: PyTorch gives such rows zeros."""
     return jnp.all(scores == -jnp.inf, axis=-1, keepdims=True)
-
-
-def _ungrouped(array):
-    """(..., kv_heads, groups, s, x) -> (..., heads, s, x)."""
-    return array.reshape(*array.shape[:-4], -1, *array.shape[-2:])
 
 
 def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, key_rng):
@@ -90,7 +77,7 @@ def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, key_rn
         keep = jax.random.bernoulli(key_rng, 1.0 - dropout_p, weights.shape)
         weights = jnp.where(keep, weights / (1.0 - dropout_p), 0.0)
     out = jnp.einsum("...gqk,...kd->...gqd", weights, value.astype(weights.dtype))
-    return _ungrouped(out).astype(query.dtype), scores, dead
+    return ungroup_heads(out).astype(query.dtype), scores, dead
 
 
 @aten("scaled_dot_product_attention.default", random="key_rng")
@@ -109,4 +96,4 @@ def aten__scaled_dot_product_flash_attention_for_cpu(
     out, scores, dead = _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, key_rng)
     # The CPU flash kernel reports logsumexp 0 for fully masked rows.
     logsumexp = jnp.where(dead, 0.0, jax.nn.logsumexp(jnp.where(dead, 0.0, scores), axis=-1, keepdims=True))
-    return out, _ungrouped(logsumexp)[..., 0].astype(np.float32)
+    return out, ungroup_heads(logsumexp)[..., 0].astype(np.float32)

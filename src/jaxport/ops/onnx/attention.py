@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .._attention import group_heads, ungroup_heads
 from ..registry import onnx
 
 # softmax_precision: ONNX element type -> dtype.
@@ -30,12 +31,6 @@ def _heads_first(x, num_heads: int):
     """(batch, seq, heads * size) -> (batch, heads, seq, size)."""
     batch, seq, hidden = x.shape
     return jnp.transpose(x.reshape(batch, seq, num_heads, hidden // num_heads), (0, 2, 1, 3))
-
-
-def _grouped(x, groups: int):
-    """(batch, heads, s, d) -> (batch, heads // groups, groups, s, d): the query heads that
-    share a key/value head side by side (a free reshape)."""
-    return x.reshape(x.shape[0], x.shape[1] // groups, groups, *x.shape[2:])
 
 
 def _masked_softmax(x):
@@ -127,7 +122,7 @@ def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad_kv
     if scale is None:
         scale = 1 / math.sqrt(Q.shape[3])
     root = jnp.asarray(math.sqrt(scale), dtype)  # both sides scaled by sqrt(scale), as ONNX does
-    scores = jnp.einsum("bkgqd,bksd->bkgqs", _grouped(Q * root, groups), K * root).reshape(batch, heads, q_len, kv_len)
+    scores = ungroup_heads(jnp.einsum("bkgqd,bksd->bkgqs", group_heads(Q * root, groups), K * root))
     if softcap > 0:
         scores = jnp.tanh(scores / softcap) * softcap
     with_bias = scores.astype(bias_dtype) + bias
@@ -139,7 +134,7 @@ def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad_kv
     probs = jnp.where(fully_masked, jnp.zeros((), probs.dtype), probs)
     if qk_matmul_output_mode == 3:
         qk_output = probs
-    Y = jnp.einsum("bkgqs,bksd->bkgqd", _grouped(probs.astype(dtype), groups), V).reshape(batch, heads, q_len, -1)
+    Y = ungroup_heads(jnp.einsum("bkgqs,bksd->bkgqd", group_heads(probs.astype(dtype), groups), V))
     if three_d:
         Y = jnp.transpose(Y, (0, 2, 1, 3)).reshape(batch, q_len, -1)
     return Y, present_key, present_value, qk_output.astype(dtype)
