@@ -109,7 +109,18 @@ def mobilenet_v2(batch):
 def efficientnet_b0(batch):
     config = transformers.EfficientNetConfig(image_size=224, width_coefficient=1.0, depth_coefficient=1.0,
                                              hidden_dim=1280)  # B0 (the default config is B7)
-    return _image(transformers.EfficientNetModel(config), batch)
+    model = transformers.EfficientNetModel(config)
+    # Hugging Face's init draws BatchNorm scales from N(0, 0.02), so activations shrink ~50x per
+    # block into float32's subnormal range (1e-30 at the output), where CPUs slow down by 100x
+    # and nothing is realistic; torchvision's init (He-normal convolutions, unit scales) keeps
+    # every layer's activations of order 0.1-10, as in the trained model
+    for module in model.modules():
+        if isinstance(module, torch.nn.Conv2d):
+            torch.nn.init.kaiming_normal_(module.weight, mode="fan_out")
+        elif isinstance(module, torch.nn.BatchNorm2d):
+            torch.nn.init.ones_(module.weight)
+            torch.nn.init.zeros_(module.bias)
+    return _image(model, batch)
 
 
 def whisper_encoder(batch):

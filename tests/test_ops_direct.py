@@ -151,6 +151,22 @@ def test_avg_pool2d_backward(shape, kernel, stride, padding, ceil_mode, include_
     check("avg_pool2d_backward.default", grad, x, *args)
 
 
+@pytest.mark.parametrize("shape, kernel, stride, padding, include_pad", [
+    pytest.param((1, 4, 7, 7), [1280, 1280], [1280, 1280], [0, 0], True, id="efficientnet-head"),
+    pytest.param((2, 3, 5, 9), [10, 4], [3, 5], [2, 1], True, id="long-rows-pad-include"),
+    pytest.param((2, 3, 5, 9), [10, 30], [3, 31], [2, 1], False, id="long-both-pad-exclude"),
+])
+def test_avg_pool2d_kernel_longer_than_its_input(shape, kernel, stride, padding, include_pad):
+    x = randn(*shape)
+    x[0, 0, 0, 0], x[-1, -1, -1, -1] = -0.0, float("inf")
+    check("avg_pool2d.default", x, kernel, stride, padding, True, include_pad)
+    # Taps past the input's end are cut from the window: it visits no more than the input.
+    lowered = registry.lookup("aten.avg_pool2d.default")
+    jaxpr = jax.make_jaxpr(lambda v: lowered(v, kernel, stride, padding, True, include_pad))(_jax(x))
+    (window,) = [e.params["window_dimensions"] for e in jaxpr.eqns if e.primitive.name.startswith("reduce_window")]
+    assert all(w <= n + p for w, n, p in zip(window[-2:], shape[-2:], padding))
+
+
 @pytest.mark.parametrize("shape, output_size, scales, dtype", [
     pytest.param((1, 2, 4, 5), None, [2.0, 2.0], F32, id="scale2"),
     pytest.param((2, 1, 5, 4), None, [1.5, 0.5], F32, id="scale1.5x0.5"),

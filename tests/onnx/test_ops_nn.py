@@ -71,6 +71,10 @@ def test_max_unpool_output_shape_indexes_the_output(rng):
          strides=[2, 2]),
     dict(kernel_shape=[2, 2], auto_pad="SAME_LOWER", count_include_pad=1, strides=[2, 3]),
     dict(kernel_shape=[2, 2], dilations=[2, 2], pads=[1, 1, 1, 1]),
+    # kernels longer than the input (EfficientNet's head exports AveragePool(1280, ceil_mode))
+    dict(kernel_shape=[1280, 1280], strides=[1280, 1280], ceil_mode=1),
+    dict(kernel_shape=[12, 4], pads=[2, 1, 2, 1], strides=[3, 4], ceil_mode=1, count_include_pad=1),
+    dict(kernel_shape=[6, 20], dilations=[2, 1], pads=[1, 0, 1, 3], strides=[4, 21], ceil_mode=1),
 ])
 def test_average_pool(rng, attrs):
     _check("AveragePool", [_randn(rng, 2, 3, 7, 8)], 19, **attrs)
@@ -81,6 +85,14 @@ def test_lp_pools(rng):
     _check("LpPool", [_randn(rng, 1, 2, 6, 7)], 18, kernel_shape=[3, 2], p=3, pads=[1, 0, 1, 1],
            strides=[2, 2], rtol=1e-4)
     _check("GlobalLpPool", [_randn(rng, 1, 2, 6, 7)], 2, p=1, rtol=1e-5)
+    _check("LpPool", [_randn(rng, 1, 2, 6, 7)], 18, kernel_shape=[9, 16], pads=[1, 2, 1, 2],
+           strides=[9, 16], ceil_mode=1, rtol=1e-4)
+
+
+@pytest.mark.usefixtures("x64_strict")
+def test_max_pool_with_a_kernel_longer_than_its_input(rng):
+    _check("MaxPool", [_randn(rng, 2, 3, 7, 8)], 12, kernel_shape=[11, 3], dilations=[1, 3],
+           pads=[2, 1, 2, 1], strides=[12, 2], ceil_mode=1)
 
 
 @pytest.mark.usefixtures("x64_strict")

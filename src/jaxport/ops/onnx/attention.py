@@ -173,12 +173,10 @@ def flex_attention(Q, K, V, *, scale=None, score_mod=None, prob_mod=None, softma
     """FlexAttention(T Q, T K, T V) -> T Y; 4-D inputs, GQA by head groups; score_mod and
     prob_mod: graphs applied to the scores and to the probabilities (softmax precision)."""
     groups = Q.shape[1] // K.shape[1]
-    if groups > 1:
-        K, V = jnp.repeat(K, groups, axis=1), jnp.repeat(V, groups, axis=1)
     if scale is None:
         scale = 1 / math.sqrt(Q.shape[3])
     root = jnp.asarray(math.sqrt(float(np.float32(scale))), Q.dtype)
-    scores = jnp.matmul(Q * root, jnp.swapaxes(K * root, -1, -2))
+    scores = ungroup_heads(jnp.einsum("bkgqd,bksd->bkgqs", group_heads(Q * root, groups), K * root))
     compute = _flex_softmax_dtype(Q.dtype, softmax_precision)
     scores = scores.astype(compute)
     if score_mod is not None:
@@ -188,7 +186,8 @@ def flex_attention(Q, K, V, *, scale=None, score_mod=None, prob_mod=None, softma
     if prob_mod is not None:
         (probs,) = prob_mod(probs)
         probs = jnp.asarray(probs).astype(compute)
-    return jnp.matmul(probs, V.astype(compute)).astype(V.dtype)
+    Y = jnp.einsum("bkgqs,bksd->bkgqd", group_heads(probs, groups), V.astype(compute))
+    return ungroup_heads(Y).astype(V.dtype)
 
 
 def _packed_heads(x, num_heads: int, dtype):
@@ -207,7 +206,8 @@ def linear_attention(query, key, value, past_state=None, decay=None, beta=None, 
     d_v = value.shape[-1] // kv_num_heads
     groups = q_num_heads // kv_num_heads
     compute = _wider(query.dtype, jnp.float32)
-    q = _packed_heads(query, q_num_heads, compute)
+    # Query heads grouped by the key/value head (and so the state) they read: (B, H_kv, G, T, d_k).
+    q = group_heads(_packed_heads(query, q_num_heads, compute), groups)
     k = _packed_heads(key, kv_num_heads, compute)
     v = _packed_heads(value, kv_num_heads, compute)
     gated = update_rule in ("gated", "gated_delta")
@@ -235,12 +235,11 @@ def linear_attention(query, key, value, past_state=None, decay=None, beta=None, 
         if delta:
             v_t = b_t * (v_t - jnp.einsum("bhkv,bhk->bhv", state, k_t))
         state = state + k_t[..., :, None] * v_t[..., None, :]
-        read = jnp.repeat(state, groups, axis=1) if groups > 1 else state
-        return state, scale * jnp.einsum("bhk,bhkv->bhv", q_t, read)
+        return state, scale * jnp.einsum("bhgk,bhkv->bhgv", q_t, state)
 
-    xs = (jnp.moveaxis(q, 2, 0), jnp.moveaxis(k, 2, 0), jnp.moveaxis(v, 2, 0), g, b)
-    state, out = lax.scan(step, state, xs)  # out: (T, B, H_q, d_v)
-    out = jnp.transpose(out, (1, 0, 2, 3)).reshape(batch, steps, q_num_heads * d_v)
+    xs = (jnp.moveaxis(q, 3, 0), jnp.moveaxis(k, 2, 0), jnp.moveaxis(v, 2, 0), g, b)
+    state, out = lax.scan(step, state, xs)  # out: (T, B, H_kv, G, d_v)
+    out = jnp.transpose(out, (1, 0, 2, 3, 4)).reshape(batch, steps, q_num_heads * d_v)
     return out.astype(query.dtype), state.astype(state_dtype)
 
 

@@ -66,13 +66,22 @@ def _pool_geometry(spatial, kernel, strides, dilations, pads, auto_pad, ceil_mod
 
 def _reduce(x, init, op, dims):
     lead = x.ndim - len(dims)
+    kernel, high = [], []
+    for n, (_, lo, hi, extra, _, d, k) in zip(x.shape[lead:], dims):
+        # Windows start at -lo or later, so taps past the first n + lo positions only see
+        # padding (the reduction's identity): a longer kernel (AveragePool(1280, ceil_mode)
+        # over 7x7, as EfficientNet exports) is cut there, and the high padding by as much,
+        # which keeps every window where it was.
+        taps = min(k, -(-(n + lo - 1) // d) + 1) if n + lo > 0 else k
+        kernel.append(taps)
+        high.append(hi + extra - (k - taps) * d)
     return lax.reduce_window(
         x,
         init,
         op,
-        (1,) * lead + tuple(k for *_, k in dims),
+        (1,) * lead + tuple(kernel),
         (1,) * lead + tuple(s for *_, s, _, _ in dims),
-        [(0, 0)] * lead + [(lo, hi + extra) for _, lo, hi, extra, *_ in dims],
+        [(0, 0)] * lead + [(lo, h) for (_, lo, *_), h in zip(dims, high)],
         window_dilation=(1,) * lead + tuple(d for *_, d, _ in dims),
     )
 
