@@ -36,6 +36,40 @@ def test_outputs_mirror_torch_structure():
     assert set(model.params) == {"lin.weight", "lin.bias", "offset"}
 
 
+@pytest.fixture
+def torch_matmul_precision():
+    """Sets torch's float32 matmul precision for one test, then restores it."""
+    before = torch.get_float32_matmul_precision()
+    yield torch.set_float32_matmul_precision
+    torch.set_float32_matmul_precision(before)
+
+
+@pytest.mark.parametrize("torch_setting, traced", [
+    ("highest", "Precision.HIGHEST"), ("high", "Precision.HIGH"), ("medium", "Precision.DEFAULT")])
+def test_float32_products_follow_torchs_matmul_precision(torch_matmul_precision, torch_setting, traced):
+    # JAX's default would be TF32 on NVIDIA GPUs where PyTorch computes full float32.
+    torch_matmul_precision(torch_setting)
+    module, x = torch.nn.Linear(4, 3), torch.randn(2, 4)
+    model = jaxport.from_torch(module, (x,))
+    torch_matmul_precision("highest")  # the setting at conversion time counts
+    assert f"precision=({traced}, {traced})" in str(jax.make_jaxpr(model.apply)(model.params, jaxport.to_jax(x)))
+    torch_matmul_precision(torch_setting)  # eager code follows the setting of the moment
+    eager = jax.make_jaxpr(jaxport.jax_fn(lambda a, b: a @ b))(jaxport.to_jax(x), jaxport.to_jax(x.T))
+    assert f"precision=({traced}, {traced})" in str(eager)
+
+
+def test_onnx_float32_products_are_full_precision():
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["c"])], "g",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 2]) for n in "ab"],
+                              [helper.make_tensor_value_info("c", TensorProto.FLOAT, [2, 2])])
+    model = jaxport.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    a = np.eye(2, dtype=np.float32)
+    assert "Precision.HIGHEST" in str(jax.make_jaxpr(model.apply)(model.params, a, a))
+
+
 def test_frozen_model_folds_todays_params_and_keeps_the_call_signature():
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),

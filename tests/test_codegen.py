@@ -299,3 +299,15 @@ def test_grouped_query_attention_copies_its_helper(tmp_path):
     with np.load(case / "outputs.npz") as got, np.load(case / "expected.npz") as want:
         np.testing.assert_array_equal(got["arr_0"], want["arr_0"])
     assert "def group_heads(" in (case / "model" / "model.py").read_text()
+
+
+def test_generated_forward_computes_float32_products_as_the_source(tmp_path):
+    """Full float32 products, as PyTorch computes them by default (JAX's default on NVIDIA
+    GPUs is TF32): the generated forward() carries the converted model's setting."""
+    module, x = torch.nn.Linear(4, 3), torch.randn(2, 4)
+    case = _case(tmp_path / "linear", jaxport.from_torch(module, (x,)), [x.numpy()], jitted=True)
+    _run([case])
+    with np.load(case / "outputs.npz") as got, np.load(case / "expected.npz") as want:
+        np.testing.assert_array_equal(got["arr_0"], want["arr_0"])
+    source = (case / "model" / "model.py").read_text()
+    assert '@jax.default_matmul_precision("float32")\ndef forward(' in source

@@ -34,6 +34,18 @@ _TORCH_TO_NUMPY = {
 _NUMPY_TO_TORCH = {v: k for k, v in _TORCH_TO_NUMPY.items()}
 
 
+#: torch.get_float32_matmul_precision() -> jax.default_matmul_precision.
+_MATMUL_PRECISIONS = {"highest": "float32", "high": "tensorfloat32", "medium": "bfloat16"}
+
+
+def matmul_precision() -> str:
+    """How PyTorch computes float32 matrix products now, in JAX's terms: "float32" at
+    PyTorch's default ("highest"); TF32 or bfloat16 only where the user asked for them with
+    `torch.set_float32_matmul_precision`. JAX's own default is TF32 on recent NVIDIA GPUs and
+    one bfloat16 pass on TPUs, off from PyTorch by about 1e-3."""
+    return _MATMUL_PRECISIONS.get(torch.get_float32_matmul_precision(), "float32")
+
+
 def numpy_dtype(dtype: torch.dtype) -> np.dtype:
     """The NumPy/JAX dtype of a torch dtype (exact: int64 stays int64 here)."""
     try:

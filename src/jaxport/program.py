@@ -122,6 +122,10 @@ class Program:
     input_updates: dict[str, Ref] = field(default_factory=dict)  # user input name -> new value
     # size symbol (Input.dims) -> (min, max) the source allows; max None when unbounded
     dim_ranges: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    # jax.default_matmul_precision for the float32 products and convolutions that do not name
+    # their own, as the source computes them ("float32": full precision, where JAX's default is
+    # TF32 on NVIDIA GPUs); None (a subgraph's) keeps the caller's
+    matmul_precision: str | None = None
 
     def walk(self):
         """Every node, those of subgraphs included (after the node that owns them)."""
@@ -260,6 +264,15 @@ def interpret(
     This loop is the one place that owns error context: a failing lowering is
     reported with its node, module path and source line.
     """
+    if program.matmul_precision is None:
+        return _interpret(program, state, inputs, strict, rng, lookup, observe)
+    # A trace-time setting: the products traced here keep it, in jax.jit's program too.
+    with jax.default_matmul_precision(program.matmul_precision):
+        return _interpret(program, state, inputs, strict, rng, lookup, observe)
+
+
+def _interpret(program, state, inputs, strict, rng, lookup, observe):
+    """`interpret`'s loop, under the program's matmul precision."""
     env: dict[str, Any] = {}
     for value, name in program.state_inputs:
         try:

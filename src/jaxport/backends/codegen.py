@@ -674,6 +674,8 @@ def _module_text(model, library: OpLibrary, names, input_names, body, sections, 
               f"    weights = load_file(path or os.path.join(_here, {_string(WEIGHTS_FILE)}))",
               "    return {name: jnp.asarray(value) for name, value in weights.items()}", "", ""]
     signature = ", ".join(["params", *input_names]) + (", *, rng=None" if uses_rng else "")
+    if program.matmul_precision:  # float32 products as the source computes them
+        lines.append(f"@jax.default_matmul_precision({_string(program.matmul_precision)})")
     lines.append(f"def forward({signature}):")
     contents = ['    """The model: pure in params and inputs.']
     if len(sections) > 1:  # a table of contents, so a long forward() can be navigated by line

@@ -689,6 +689,7 @@ def _to_program(model) -> tuple[Program, dict[str, np.ndarray], dict[str, np.dty
         raise UnsupportedDtypeError(problems)
     if captures:
         raise ModelFileError(f"the graph reads values nothing defines: {', '.join(captures)}")
+    program.matmul_precision = "float32"  # ONNX's float products are float32's, as onnxruntime's
     declared = {}
     if _unchecked_outputs(inferred.graph):
         declared = {v.name: np_dtype(v.type.tensor_type.elem_type) for v in model.graph.output

@@ -579,7 +579,7 @@ def to_program(ep: ExportedProgram) -> tuple[Program, StateInfo]:
         )
     program = Program(
         state_inputs, constants, user_inputs, translator.nodes, outputs, buffer_updates, input_updates,
-        dim_ranges=_dim_ranges(ep, user_inputs),
+        dim_ranges=_dim_ranges(ep, user_inputs), matmul_precision=tu.matmul_precision(),
     )
     return program, StateInfo(state, parameters, buffers, tied)
 

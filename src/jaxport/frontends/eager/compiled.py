@@ -61,7 +61,8 @@ def _call_key(func, args, kwargs, tensors: list):
     try:
         # id(func): OpOverload hashes in Python, and overloads live as long as the process.
         # The default dtype decides factories' output dtypes (torch.arange(0.5, 3)).
-        key = [id(func), jax.config.jax_enable_x64, torch.get_default_dtype()]
+        # So does torch's float32 matmul precision, traced into the compiled call.
+        key = [id(func), jax.config.jax_enable_x64, torch.get_default_dtype(), tu.matmul_precision()]
         for value in args:
             key.append(_signature(value, tensors))
         for name, value in kwargs.items():
@@ -180,6 +181,7 @@ def _traceable(plan: Lowered, args, kwargs, meta, written: int | None):
     slots = _slots((args, tuple(kwargs.values())))  # in _call_key's order
     metas = list(meta) if isinstance(meta, (list, tuple)) else [meta]
     wanted = [tu.jax_dtype(m.dtype) for m in metas]
+    precision = tu.matmul_precision()
 
     def run(*arrays):
         inputs = iter(arrays)
@@ -189,7 +191,8 @@ def _traceable(plan: Lowered, args, kwargs, meta, written: int | None):
             return array if slot.window is None else read_window(array, slot.window)
 
         positional, keywords = lowering_arguments(plan, args, kwargs, meta, value)
-        result = plan.lowering(*positional, **keywords)
+        with jax.default_matmul_precision(precision):
+            result = plan.lowering(*positional, **keywords)
         results = list(result) if isinstance(meta, (list, tuple)) else [result]
         results = [jnp.asarray(r).astype(w) for r, w in zip(results, wanted)]
         if written is None:

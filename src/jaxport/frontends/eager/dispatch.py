@@ -195,7 +195,8 @@ def _compute(func, args, kwargs, sighting: Sighting | None = None):
     if plan.rng_keyword:
         keywords[plan.rng_keyword] = _next_key(kwargs.get("generator"))
     try:
-        result = lowering(*positional, **keywords)
+        with jax.default_matmul_precision(tu.matmul_precision()):
+            result = lowering(*positional, **keywords)
     except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
             jax.errors.TracerIntegerConversionError, jax.errors.NonConcreteBooleanIndexError) as e:
         raise LoweringError(
