@@ -242,6 +242,11 @@ CPU_CONVS = [  # input shape, weight shape, stride, padding, dilation, groups: t
     pytest.param((2, 6, 11), (4, 6, 1), [1], [0], [1], 1, id="pointwise-1d"),
     pytest.param((1, 4, 3, 5, 4), (6, 4, 1, 1, 1), [1, 1, 1], [0, 0, 0], [1, 1, 1], 1, id="pointwise-3d"),
     pytest.param((0, 4, 5, 5), (6, 4, 1, 1), [1, 1], [0, 0], [1, 1], 1, id="pointwise-empty-batch"),
+    pytest.param((1, 4, 3, 3), (40, 4, 3, 3), [1, 1], [1, 1], [1, 1], 1, id="weight-bound-3x3"),
+    pytest.param((2, 3, 7, 7), (64, 3, 3, 3), [2, 2], [1, 1], [2, 2], 1, id="weight-bound-stride-dilation"),
+    pytest.param((1, 4, 6), (16, 4, 3), [1], [0], [1], 1, id="weight-bound-1d"),
+    pytest.param((1, 2, 3, 3, 3), (30, 2, 2, 2, 2), [1, 1, 1], [0, 1, 0], [1, 1, 1], 1, id="weight-bound-3d"),
+    pytest.param((0, 4, 3, 3), (8, 4, 3, 3), [1, 1], [1, 1], [1, 1], 1, id="weight-bound-empty-batch"),
 ]
 
 
@@ -266,6 +271,16 @@ def test_depthwise_convolution_special_values(special):
     check("convolution.default", x, w, None, *geometry, tol=(1e-5, 1e-5))
 
 
+@pytest.mark.parametrize("special", [float("nan"), float("inf"), float("-inf")], ids=str)
+def test_weight_bound_convolution_special_values(special):
+    """As one product over (channel, tap): a NaN or infinity reaches the outputs whose window
+    holds it, an infinite weight makes NaN where it meets padding's zeros, as in PyTorch."""
+    x, w = randn(1, 4, 3, 3), randn(40, 4, 3, 3)
+    x[0, 1, 0, 2] = special
+    w[7, 2, 0, 0] = special
+    check("convolution.default", x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, tol=(1e-5, 1e-5))
+
+
 def test_grouped_convolutions_avoid_xlas_grouped_path_on_cpu():
     """On CPU, depthwise convolutions become shifted multiply-adds and other grouped ones one
     convolution per group: no `feature_group_count > 1` reaches XLA (its slow path there)."""
@@ -276,6 +291,21 @@ def test_grouped_convolutions_avoid_xlas_grouped_path_on_cpu():
         groups_used = [eqn.params["feature_group_count"] for eqn in jaxpr.jaxpr.eqns
                        if eqn.primitive.name == "conv_general_dilated"]
         assert all(g == 1 for g in groups_used), groups_used
+
+
+def test_weight_bound_convolutions_are_one_product_on_cpu():
+    """More output channels than output positions: one matrix product with the weights as
+    they lie (no per-call kernel transpose); otherwise XLA's convolution."""
+    lowering = registry.lookup("aten.convolution.default")
+
+    def primitives(in_shape, w_shape):
+        jaxpr = jax.make_jaxpr(lambda x, w: lowering(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1))(
+            jnp.ones(in_shape), jnp.ones(w_shape))
+        return {eqn.primitive.name for eqn in jaxpr.jaxpr.eqns}
+
+    weight_bound = primitives((1, 512, 7, 7), (512, 512, 3, 3))
+    assert "dot_general" in weight_bound and "conv_general_dilated" not in weight_bound
+    assert "conv_general_dilated" in primitives((1, 64, 56, 56), (64, 64, 3, 3))
 
 
 def test_grouped_convolutions_with_long_kernels_stay_grouped():

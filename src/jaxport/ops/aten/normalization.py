@@ -66,11 +66,12 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     else:
         mean, invstd = running_mean.astype(compute), lax.rsqrt(running_var.astype(compute) + eps)
         save_mean = save_invstd = jnp.zeros((0,), stat_dtype)
-    out = (x - _channel(mean, input.ndim, compute)) * _channel(invstd, input.ndim, compute)
-    if weight is not None:
-        out = out * _channel(weight, input.ndim, compute)
-    if bias is not None:
-        out = out + _channel(bias, input.ndim, compute)
+    # As PyTorch's CPU kernel (batch_norm_cpu_collect_linear_and_constant_terms): per channel
+    # alpha = invstd * weight and beta = bias - mean * alpha, then x * alpha + beta, two
+    # operations per element with its rounding (and its -0.0: beta is 0 - mean * alpha).
+    alpha = invstd if weight is None else invstd * weight.astype(compute)
+    beta = (jnp.zeros_like(alpha) if bias is None else bias.astype(compute)) - mean * alpha
+    out = x * _channel(alpha, input.ndim, compute) + _channel(beta, input.ndim, compute)
     return out.astype(input.dtype), save_mean, save_invstd, new_mean, new_var
 
 

@@ -210,7 +210,7 @@ def _avg_pool(
         divisors.append(pool if count_include_pad else valid)
         # A window starts at -p or later, so n + p taps reach past the input's end: a longer
         # kernel (EfficientNet's AvgPool2d(1280, ceil_mode=True) over 7x7) adds only padding
-        # zeros, which reduce_window would still visit one by one (1.8 s instead of 2 us).
+        # zeros, which reduce_window would still visit one by one (1.8 s a call there).
         window = min(k, n + p)
         windows.append(window)
         pads.append((p, max((out - 1) * s + window - n - p, 0)))
