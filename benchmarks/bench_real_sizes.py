@@ -111,9 +111,9 @@ def efficientnet_b0(batch):
                                              hidden_dim=1280)  # B0 (the default config is B7)
     model = transformers.EfficientNetModel(config)
     # Hugging Face's init draws BatchNorm scales from N(0, 0.02), so activations shrink ~50x per
-    # block into float32's subnormal range (1e-30 at the output), where CPUs slow down by 100x
-    # and nothing is realistic; torchvision's init (He-normal convolutions, unit scales) keeps
-    # every layer's activations of order 0.1-10, as in the trained model
+    # block into float32's subnormal range (1e-30 at the output), where nothing is realistic;
+    # torchvision's init (He-normal convolutions, unit scales) keeps every layer's activations
+    # of order 0.1-10, as in a trained model
     for module in model.modules():
         if isinstance(module, torch.nn.Conv2d):
             torch.nn.init.kaiming_normal_(module.weight, mode="fan_out")
