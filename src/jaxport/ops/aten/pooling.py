@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .._pooling import taps_within_reach
 from ..registry import aten
 from ._promotion import canonical, opmath_type
 
@@ -208,10 +209,7 @@ def _avg_pool(
         pool = end - start
         valid = np.minimum(end, n) - np.maximum(start, 0)
         divisors.append(pool if count_include_pad else valid)
-        # A window starts at -p or later, so n + p taps reach past the input's end: a longer
-        # kernel (EfficientNet's AvgPool2d(1280, ceil_mode=True) over 7x7) adds only padding
-        # zeros, which reduce_window would still visit one by one (1.8 s a call there).
-        window = min(k, n + p)
+        window = taps_within_reach(n, p, k)
         windows.append(window)
         pads.append((p, max((out - 1) * s + window - n - p, 0)))
     # A NumPy (concrete) init value lets reduce_window pick its sum monoid, which has a VJP under jit.

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .._pooling import taps_within_reach
 from ..registry import onnx
 from ._helpers import index_dtype, static_ints
 
@@ -68,11 +69,8 @@ def _reduce(x, init, op, dims):
     lead = x.ndim - len(dims)
     kernel, high = [], []
     for n, (_, lo, hi, extra, _, d, k) in zip(x.shape[lead:], dims):
-        # Windows start at -lo or later, so taps past the first n + lo positions only see
-        # padding (the reduction's identity): a longer kernel (AveragePool(1280, ceil_mode)
-        # over 7x7, as EfficientNet exports) is cut there, and the high padding by as much,
-        # which keeps every window where it was.
-        taps = min(k, -(-(n + lo - 1) // d) + 1) if n + lo > 0 else k
+        # The high padding shrinks by as much as the kernel, which keeps every window where it was.
+        taps = taps_within_reach(n, lo, k, d)
         kernel.append(taps)
         high.append(hi + extra - (k - taps) * d)
     return lax.reduce_window(
