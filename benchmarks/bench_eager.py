@@ -22,7 +22,7 @@ import torch
 
 import jaxport
 from _report import publish
-from jaxport.demo import median_seconds as _median_seconds
+from jaxport.cli.demo import median_seconds as _median_seconds
 
 
 def median_seconds(fn, runs: int, repeats: int = 5) -> float:

@@ -37,8 +37,8 @@ def bench(name: str, runs: int) -> dict:
     start = time.perf_counter()
     source, _ = generate(model)
     emit_s = time.perf_counter() - start
-    jargs = [jaxport.to_jax(a) for a in args]
-    jkwargs = {k: jaxport.to_jax(v) for k, v in kwargs.items()}
+    jargs = [jaxport.interop.to_jax(a) for a in args]
+    jkwargs = {k: jaxport.interop.to_jax(v) for k, v in kwargs.items()}
     start = time.perf_counter()
     jax.block_until_ready(model(*jargs, **jkwargs))
     compile_s = time.perf_counter() - start

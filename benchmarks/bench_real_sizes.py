@@ -226,7 +226,7 @@ def measure(name: str, batch: int, runs: int, backends, device: str = "cpu") -> 
         start = time.perf_counter()
         converted = jaxport.from_torch(module, (), inputs)
         row["jaxport_convert_s"] = time.perf_counter() - start
-        jinputs = {k: jaxport.to_jax(v) for k, v in inputs.items()}
+        jinputs = {k: jaxport.interop.to_jax(v) for k, v in inputs.items()}
     for backend in jaxport_backends:
         start = time.perf_counter()
         call = converted if backend == "jaxport" else converted.frozen()

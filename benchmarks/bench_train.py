@@ -92,7 +92,7 @@ def bench(name: str, runs: int) -> dict:
     start = time.perf_counter()
     model = jaxport.from_torch(module, (batch[0],), train=True)
     convert_s = time.perf_counter() - start
-    step = jaxport.train_step(model, jax_loss, optax.adam(1e-3))
+    step = jaxport.train.train_step(model, jax_loss, optax.adam(1e-3))
     jax_batch = tuple(np.asarray(t) for t in batch)
     holder = {"state": step.init(0)}
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import jaxport
-from jaxport import _torch_utils
+from jaxport import dtypes
 
 
 class Structured(torch.nn.Module):
@@ -52,9 +52,9 @@ def test_float32_products_follow_torchs_matmul_precision(torch_matmul_precision,
     module, x = torch.nn.Linear(4, 3), torch.randn(2, 4)
     model = jaxport.from_torch(module, (x,))
     torch_matmul_precision("highest")  # the setting at conversion time counts
-    assert f"precision=({traced}, {traced})" in str(jax.make_jaxpr(model.apply)(model.params, jaxport.to_jax(x)))
+    assert f"precision=({traced}, {traced})" in str(jax.make_jaxpr(model.apply)(model.params, jaxport.interop.to_jax(x)))
     torch_matmul_precision(torch_setting)  # eager code follows the setting of the moment
-    eager = jax.make_jaxpr(jaxport.jax_fn(lambda a, b: a @ b))(jaxport.to_jax(x), jaxport.to_jax(x.T))
+    eager = jax.make_jaxpr(jaxport.interop.jax_fn(lambda a, b: a @ b))(jaxport.interop.to_jax(x), jaxport.interop.to_jax(x.T))
     assert f"precision=({traced}, {traced})" in str(eager)
 
 
@@ -91,17 +91,17 @@ def test_frozen_model_folds_todays_params_and_keeps_the_call_signature():
 
 def test_params_are_zero_copy_where_dlpack_allows():
     weight = torch.randn(64, 64)
-    array = jaxport.to_jax(weight)
+    array = jaxport.interop.to_jax(weight)
     assert array.unsafe_buffer_pointer() == weight.data_ptr()
-    back = jaxport.to_torch(array)
+    back = jaxport.interop.to_torch(array)
     assert back.data_ptr() == weight.data_ptr()
 
 
 def test_bfloat16_and_bool_round_trip():
     for t in [torch.randn(3, 2).to(torch.bfloat16), torch.tensor([True, False])]:
-        a = jaxport.to_jax(t)
-        assert a.dtype == _torch_utils.numpy_dtype(t.dtype)
-        assert torch.equal(jaxport.to_torch(a), t)
+        a = jaxport.interop.to_jax(t)
+        assert a.dtype == dtypes.numpy_dtype(t.dtype)
+        assert torch.equal(jaxport.interop.to_torch(a), t)
 
 
 class Doubles(torch.nn.Module):
@@ -112,7 +112,7 @@ class Doubles(torch.nn.Module):
 def test_float64_narrowing_warns_once_without_x64(monkeypatch):
     if jax.config.jax_enable_x64:
         pytest.skip("x64 on")
-    monkeypatch.setattr(_torch_utils, "_warned_narrowing", set())
+    monkeypatch.setattr(dtypes, "_warned_narrowing", set())
     x = torch.randn(3, dtype=torch.float64)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

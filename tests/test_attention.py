@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import jaxport
-from jaxport import _torch_utils as tu
+from jaxport import dtypes
 from jaxport.ops.aten.attention import aten__scaled_dot_product_flash_attention_for_cpu
 
 
@@ -63,7 +63,7 @@ def test_sdpa_matches_pytorch(case, dtype):
     model = jaxport.from_torch(module, tuple(args))
     assert "aten.scaled_dot_product_attention.default" in model.program.ops()
     actual = model(*args)
-    assert actual.dtype == tu.numpy_dtype(torch_dtype)
+    assert actual.dtype == dtypes.numpy_dtype(torch_dtype)
     np.testing.assert_allclose(np.asarray(actual, np.float32), module(*args).float().numpy(), rtol=tol, atol=tol)
 
 

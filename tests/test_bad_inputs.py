@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport import cli, tools
+from jaxport import cli
+from jaxport.compare import compare
 from jaxport.errors import InputError, ModelFileError, SerializationError
 
 torch = pytest.importorskip("torch")
@@ -428,9 +429,9 @@ def test_an_intact_export_loads_and_runs(saved_export):
 def checkpoint(tmp_path_factory):
     optax = pytest.importorskip("optax")
     model = jaxport.from_torch(torch.nn.Linear(3, 2), (torch.randn(2, 3),), train=True)
-    step = jaxport.train_step(model, lambda out, batch: (out ** 2).mean(), optax.sgd(0.1))
+    step = jaxport.train.train_step(model, lambda out, batch: (out ** 2).mean(), optax.sgd(0.1))
     d = tmp_path_factory.mktemp("ckpt") / "c"
-    jaxport.save_checkpoint(d, step.init(0))
+    jaxport.train.save_checkpoint(d, step.init(0))
     return d, step
 
 
@@ -460,7 +461,7 @@ def test_a_broken_checkpoint_is_one_input_error(checkpoint, tmp_path, case):
     d = _copy_dir(saved, tmp_path / "c")
     edit(d)
     with pytest.raises(InputError) as caught:
-        jaxport.load_checkpoint(d, step.init(1))
+        jaxport.train.load_checkpoint(d, step.init(1))
     assert fragment in str(caught.value) and "\n" not in str(caught.value)
 
 
@@ -637,7 +638,7 @@ COMPARE = {
 @pytest.mark.parametrize("case", COMPARE)
 def test_compare_is_nan_aware(case):
     actual, expected, passed, problem = COMPARE[case]
-    check = tools._compare("y", np.array(actual, np.float32), np.array(expected, np.float32), 1e-4, 1e-5)
+    check = compare("y", np.array(actual, np.float32), np.array(expected, np.float32), rtol=1e-4, atol=1e-5)
     assert check.passed is passed and problem in check.problem
     assert np.isfinite(check.max_abs)
 
@@ -705,7 +706,7 @@ def test_a_weight_beyond_float32_is_a_model_file_error():
     module = torch.nn.Linear(2, 2).double()
     with torch.no_grad():
         module.weight[0, 0] = 1e300
-    with pytest.raises(ModelFileError, match=re.escape("parameter 'weight' holds 1e+300")) as caught:
+    with pytest.raises(ModelFileError, match=re.escape("weight 'weight' holds 1e+300")) as caught:
         jaxport.from_torch(module, (torch.ones(1, 2, dtype=torch.float64),))
     assert X64 in str(caught.value)
 

@@ -37,9 +37,9 @@ def _case(folder: Path, model, inputs: list, jitted: bool) -> Path:
     np.savez(folder / "inputs.npz", *[np.asarray(x) for x in inputs])
     (folder / "mode").write_text("jit" if jitted else "eager")
     if jitted:
-        flat, _ = jax.jit(lambda p, *xs: jaxport.program.interpret(model.program, p, xs))(model.params, *inputs)
+        flat, _ = jax.jit(lambda p, *xs: jaxport.ir.interpret(model.program, p, xs))(model.params, *inputs)
     else:
-        flat, _ = jaxport.program.interpret(model.program, model.params, inputs)
+        flat, _ = jaxport.ir.interpret(model.program, model.params, inputs)
     np.savez(folder / "expected.npz", *[np.asarray(x) for x in flat])
     return folder
 
@@ -59,7 +59,7 @@ def emitted(tmp_path_factory) -> dict[str, Path]:
     for name in TORCH_MODELS:
         module, args, kwargs = zoo.MODELS[name]()
         model = jaxport.from_torch(module, args, kwargs)
-        inputs = [jaxport.to_jax(a) for a in args] + [jaxport.to_jax(v) for v in kwargs.values()]
+        inputs = [jaxport.interop.to_jax(a) for a in args] + [jaxport.interop.to_jax(v) for v in kwargs.values()]
         cases[name] = _case(root / name, model, inputs, jitted=True)
     for name in LIGHT:
         path = os.path.join(LIGHT_DIR, f"light_{name}.onnx")
@@ -177,7 +177,7 @@ class _Router(torch.nn.Module):
 def test_lowerings_with_nested_functions_are_copied(tmp_path):
     x = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
     model = jaxport.from_torch(_Router(), (x,))
-    case = _case(tmp_path / "router", model, [jaxport.to_jax(x)], jitted=True)
+    case = _case(tmp_path / "router", model, [jaxport.interop.to_jax(x)], jitted=True)
     _run([case])
     with np.load(case / "outputs.npz") as got, np.load(case / "expected.npz") as want:
         np.testing.assert_array_equal(got["arr_0"], want["arr_0"])

@@ -354,6 +354,6 @@ def test_compiled_calls_stay_traceable():
     x = torch.ones(2).to("jax")
     for _ in range(3):
         f(x)
-    traced = jaxport.jax_fn(f)
+    traced = jaxport.interop.jax_fn(f)
     np.testing.assert_allclose(jax.jit(traced)(jax.numpy.arange(2.0)), [1.0, 3.0])
     np.testing.assert_allclose(jax.grad(lambda v: traced(v).sum())(jax.numpy.arange(2.0)), [2.0, 2.0])

@@ -1,7 +1,7 @@
 """Whole Hugging Face models written in PyTorch, run on JAX without torch.export.
 
 The real MiniLM and a random GPT-2 run eagerly on `device="jax"` and, through
-`jaxport.jax_fn`, under `jax.jit`; both match PyTorch to 1e-4 in float32.
+`jaxport.interop.jax_fn`, under `jax.jit`; both match PyTorch to 1e-4 in float32.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ def test_eager_on_jax_device(model):
 
 def test_jax_fn_under_jit(model):
     name, module, args, kwargs, expected = model
-    params, apply = jaxport.jax_fn(module)
-    jax_args = [jaxport.to_jax(a) for a in args]
-    jax_kwargs = {k: jaxport.to_jax(v) for k, v in kwargs.items()}
+    params, apply = jaxport.interop.jax_fn(module)
+    jax_args = [jaxport.interop.to_jax(a) for a in args]
+    jax_kwargs = {k: jaxport.interop.to_jax(v) for k, v in kwargs.items()}
     out = jax.jit(lambda p, a, kw: apply(p, *a, **kw)[MAIN_OUTPUT[name]])(params, jax_args, jax_kwargs)
     assert out.shape == tuple(expected.shape)
     np.testing.assert_allclose(np.asarray(out), expected.numpy(), rtol=0, atol=1e-4)

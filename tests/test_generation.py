@@ -234,7 +234,7 @@ def test_decode_step_exports_with_symbolic_batch(tmp_path):
 
 
 def test_tensor_parallel_decode_matches_one_device():
-    """Greedy generation with the parameters split by `jaxport.tensor_parallel()` over a
+    """Greedy generation with the parameters split by `jaxport.sharding.tensor_parallel()` over a
     (data=2, model=4) mesh of 8 CPU devices gives one device's tokens (a subprocess: the device
     count is fixed when JAX starts)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),

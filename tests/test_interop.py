@@ -23,7 +23,7 @@ def _torch_code(x, y):
 def test_jax_fn_under_jit_grad_vmap_jvp():
     x = np.random.default_rng(0).standard_normal((3, 4), dtype=np.float32)
     y = np.random.default_rng(1).standard_normal((4, 5), dtype=np.float32)
-    fn = jaxport.jax_fn(_torch_code)
+    fn = jaxport.interop.jax_fn(_torch_code)
     want = _torch_code(torch.from_numpy(x), torch.from_numpy(y)).numpy()
     np.testing.assert_allclose(fn(x, y), want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(jax.jit(fn)(x, y), want, rtol=1e-5, atol=1e-6)
@@ -42,7 +42,7 @@ def test_jax_fn_under_jit_grad_vmap_jvp():
 def test_jax_fn_module_gives_params_and_pure_apply():
     module = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.LayerNorm(8))
     x = np.random.default_rng(0).standard_normal((2, 4), dtype=np.float32)
-    params, apply = jaxport.jax_fn(module)
+    params, apply = jaxport.interop.jax_fn(module)
     assert set(params) == set(module.state_dict())  # no buffers or tied weights here
     np.testing.assert_allclose(jax.jit(apply)(params, x), module(torch.from_numpy(x)).detach().numpy(),
                                rtol=1e-5, atol=1e-5)
@@ -56,7 +56,7 @@ def test_value_dependent_python_branch_under_jit_explains_itself():
     def branchy(x):
         return x * 2 if x.sum() > 0 else x - 1
 
-    fn = jaxport.jax_fn(branchy)
+    fn = jaxport.interop.jax_fn(branchy)
     np.testing.assert_allclose(fn(np.ones(3, np.float32)), 2 * np.ones(3))  # eager: fine
     with pytest.raises(jaxport.LoweringError, match="torch.where"):
         jax.jit(fn)(np.ones(3, np.float32))
@@ -66,7 +66,7 @@ def test_torch_fn_gradients_match_jax_grad():
     def jax_code(x, w):
         return jnp.tanh(x @ w).sum(axis=1)
 
-    fn = jaxport.torch_fn(jax_code)
+    fn = jaxport.interop.torch_fn(jax_code)
     x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 2, requires_grad=True)
     fn(x, w).sum().backward()
     gx, gw = jax.grad(lambda a, b: jax_code(a, b).sum(), argnums=(0, 1))(x.detach().numpy(), w.detach().numpy())
@@ -86,7 +86,7 @@ def test_torch_fn_inside_a_module_trained_by_torch():
 
     x, target = torch.randn(8, 3), torch.zeros(8, 3)
     curves = []
-    for sin_times in (jaxport.torch_fn(lambda x, w: jnp.sin(x) * w), lambda x, w: torch.sin(x) * w):
+    for sin_times in (jaxport.interop.torch_fn(lambda x, w: jnp.sin(x) * w), lambda x, w: torch.sin(x) * w):
         model = Scaled(sin_times)
         opt = torch.optim.SGD(model.parameters(), lr=0.5)
         losses = []
@@ -102,7 +102,7 @@ def test_torch_fn_inside_a_module_trained_by_torch():
 
 
 def test_callback_under_jit_and_grad():
-    fn = jaxport.callback(lambda a: torch.sin(a) * a, jax.ShapeDtypeStruct((3,), jnp.float32))
+    fn = jaxport.interop.callback(lambda a: torch.sin(a) * a, jax.ShapeDtypeStruct((3,), jnp.float32))
     a = jnp.arange(3.0)
     np.testing.assert_allclose(jax.jit(fn)(a), jnp.sin(a) * a, rtol=1e-6)
     grad = jax.jit(jax.grad(lambda v: fn(v).sum()))(a)

@@ -96,7 +96,7 @@ def test_minilm_real_weights_give_sensible_embeddings():
 
 def test_apply_is_pure_and_jittable():
     module, args, kwargs, model, expected = converted("gpt2")
-    args = [jaxport.to_jax(a) for a in args]  # jax.jit takes JAX arrays, not torch tensors
+    args = [jaxport.interop.to_jax(a) for a in args]  # jax.jit takes JAX arrays, not torch tensors
     apply = jax.jit(model.apply)
     a = apply(model.params, *args, **kwargs)["logits"]
     b = model.apply(model.params, *args, **kwargs)["logits"]

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from jaxport import _torch_utils as tu
+from jaxport import dtypes
 from jaxport.ops import registry
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -42,7 +42,7 @@ def _jax(value):
             return jnp.asarray(value.float().numpy()).astype(jnp.bfloat16)
         return jnp.asarray(value.numpy())
     if isinstance(value, torch.dtype):
-        return np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(value)))
+        return np.dtype(jax.dtypes.canonicalize_dtype(dtypes.numpy_dtype(value)))
     if isinstance(value, (list, tuple)):
         return type(value)(_jax(v) for v in value)
     if isinstance(value, dict):
@@ -74,7 +74,7 @@ def _assert_same(got, want, tol):
         assert got == want and type(got) is type(want)
     else:
         assert got is not None
-        assert got.dtype == jax.dtypes.canonicalize_dtype(tu.numpy_dtype(want.dtype))
+        assert got.dtype == jax.dtypes.canonicalize_dtype(dtypes.numpy_dtype(want.dtype))
         assert tuple(got.shape) == tuple(want.shape)
         rtol, atol = tol or TOLERANCES.get(want.dtype, (1e-5, 1e-5))
         if want.dtype == BF16:

@@ -72,7 +72,7 @@ def llama(tmp_path_factory):
 
 
 def test_importing_jaxport_does_not_import_transformers():
-    done = subprocess.run([sys.executable, "-c", "import sys, jaxport, jaxport.tools, jaxport._pytree_types; "
+    done = subprocess.run([sys.executable, "-c", "import sys, jaxport, jaxport.cli.verify, jaxport.frontends.pt2; "
                            "print('transformers' in sys.modules)"], capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
 
@@ -150,7 +150,7 @@ def test_unreadable_archives_fail_in_one_line(bert, tmp_path):
 
 
 def test_a_type_of_an_allowlisted_package_that_is_not_installed_says_what_to_install(monkeypatch):
-    from jaxport import _pytree_types
+    from jaxport.frontends.pt2 import pytree_types as _pytree_types
     from jaxport.errors import ModelFileError
 
     monkeypatch.setitem(_pytree_types.PACKAGES, "jaxport_absent_package", lambda cls: None)

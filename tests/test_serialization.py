@@ -1,4 +1,4 @@
-"""Serialized export (`jaxport.serialization`): jax.export artifacts that run without torch or jaxport."""
+"""Serialized export (`jaxport.backends.serialization`): jax.export artifacts that run without torch or jaxport."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import jaxport
-from jaxport.serialization import SerializationError, export, load_exported
+from jaxport import SerializationError, export, load_exported
 
 # The loader from the module docstring, run in a fresh interpreter where importing torch or
 # jaxport fails: the artifact must need only JAX, NumPy and safetensors.

@@ -141,13 +141,13 @@ def _mlp_step():
     module = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
     model = jaxport.from_torch(module, (torch.ones(8, 16),), train=True)
     loss = lambda out, batch: ((out - batch[1]) ** 2).mean()  # noqa: E731
-    return model, jaxport.train_step(model, loss, optax.adam(1e-3))
+    return model, jaxport.train.train_step(model, loss, optax.adam(1e-3))
 
 
 def test_train_state_optimizer_entries_follow_their_parameter():
     _, step = _mlp_step()
     placement = sharding.shardings(jax.eval_shape(step.init, 0), DATA8, fsdp(min_size=256))
-    assert isinstance(placement, jaxport.TrainState)
+    assert isinstance(placement, jaxport.train.TrainState)
     assert placement.params["0.weight"].spec == P("data", None)  # (64, 16)
     assert placement.params["2.weight"].spec == P(None, "data")  # (8, 64)
     assert placement.params["0.bias"].spec == P()

@@ -123,7 +123,7 @@ def _train_torch(module, batches, make_optimizer, loss_fn):
 
 def _train_jax(module, batches, optimizer, loss_fn):
     model = jaxport.from_torch(module, (batches[0][0],), train=True)
-    step = jaxport.train_step(model, loss_fn, optimizer)
+    step = jaxport.train.train_step(model, loss_fn, optimizer)
     state = step.init(0)
     losses = []
     for batch in batches:
@@ -195,12 +195,12 @@ def _arrays(state):
 def test_checkpoint_round_trip_and_back_into_torch(tmp_path):
     module, batches = _cnn()
     model = jaxport.from_torch(module, (batches[0][0],), train=True)
-    step = jaxport.train_step(model, _jax_classification_loss, optax.adam(1e-3))
+    step = jaxport.train.train_step(model, _jax_classification_loss, optax.adam(1e-3))
     state = step.init(7)
     for batch in batches[:3]:
         state, _ = step(state, tuple(np.asarray(t) for t in batch))
-    jaxport.save_checkpoint(tmp_path / "ckpt", state)
-    restored = jaxport.load_checkpoint(tmp_path / "ckpt", step.init(0))
+    jaxport.train.save_checkpoint(tmp_path / "ckpt", state)
+    restored = jaxport.train.load_checkpoint(tmp_path / "ckpt", step.init(0))
     for a, b in zip(_arrays(state), _arrays(restored), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert int(restored.step) == 3
@@ -214,7 +214,7 @@ def test_checkpoint_round_trip_and_back_into_torch(tmp_path):
 
     # The trained weights, back in a fresh PyTorch module, give the JAX model's outputs.
     fresh = BatchNormCNN()
-    jaxport.load_into_torch(fresh, state)
+    jaxport.train.load_into_torch(fresh, state)
     fresh.eval()
     x = batches[0][0]
     with torch.no_grad():
@@ -228,21 +228,21 @@ def test_checkpoint_round_trip_and_back_into_torch(tmp_path):
 def test_checkpoint_errors(tmp_path):
     module, batches = _mlp()
     model = jaxport.from_torch(module, (batches[0][0],), train=True)
-    adam = jaxport.train_step(model, _jax_classification_loss, optax.adam(1e-3))
-    sgd = jaxport.train_step(model, _jax_classification_loss, optax.sgd(1e-3, momentum=0.9))
-    jaxport.save_checkpoint(tmp_path / "adam", adam.init())
+    adam = jaxport.train.train_step(model, _jax_classification_loss, optax.adam(1e-3))
+    sgd = jaxport.train.train_step(model, _jax_classification_loss, optax.sgd(1e-3, momentum=0.9))
+    jaxport.train.save_checkpoint(tmp_path / "adam", adam.init())
     with pytest.raises(jaxport.InputError, match="optimizer"):
-        jaxport.load_checkpoint(tmp_path / "adam", sgd.init())
+        jaxport.train.load_checkpoint(tmp_path / "adam", sgd.init())
     with pytest.raises(jaxport.InputError, match="not a jaxport checkpoint"):
-        jaxport.load_checkpoint(tmp_path, adam.init())
+        jaxport.train.load_checkpoint(tmp_path, adam.init())
     with pytest.raises(jaxport.InputError, match="no trained value"):
-        jaxport.load_into_torch(MLP(), {"net.0.weight": model.params["net.0.weight"]})
+        jaxport.train.load_into_torch(MLP(), {"net.0.weight": model.params["net.0.weight"]})
 
 
 def test_frozen_parameters_stay_put():
     module, batches = _mlp()
     model = jaxport.from_torch(module, (batches[0][0],), train=True)
-    step = jaxport.train_step(model, _jax_classification_loss, optax.sgd(0.1),
+    step = jaxport.train.train_step(model, _jax_classification_loss, optax.sgd(0.1),
                               trainable=lambda name: not name.startswith("net.0."))
     state = step.init()
     assert "net.0.weight" in state.buffers and "net.2.weight" in state.params
@@ -261,7 +261,7 @@ def test_gpt2_with_dropout_trains_reproducibly():
     _, batches = _gpt2()
     model = jaxport.from_torch(module, (batches[0][0],), train=True)
     assert len(model.random_nodes) >= 3
-    step = jaxport.train_step(model, _jax_lm_loss, optax.adam(1e-3))
+    step = jaxport.train.train_step(model, _jax_lm_loss, optax.adam(1e-3))
 
     def losses(seed):
         state, out = step.init(seed), []

@@ -1,47 +1,45 @@
-"""jaxport: PyTorch (and ONNX) models as pure, jittable JAX functions."""
+"""jaxport: PyTorch (and ONNX) models as pure, jittable JAX functions.
 
-from . import distributed as distributed
-from ._torch_utils import to_jax as to_jax
-from ._torch_utils import to_torch as to_torch
-from .backends.codegen import EmitError as EmitError
-from .backends.codegen import Emitted as Emitted
-from .backends.codegen import emit as emit
-from .checkpoint import load_checkpoint as load_checkpoint
-from .checkpoint import load_into_torch as load_into_torch
-from .checkpoint import save_checkpoint as save_checkpoint
-from .convert import from_exported_program as from_exported_program
-from .convert import from_torch as from_torch
-from .errors import ExportError as ExportError
-from .errors import InputError as InputError
-from .errors import JaxportError as JaxportError
-from .errors import LoweringError as LoweringError
-from .errors import ModelFileError as ModelFileError
-from .errors import SerializationError as SerializationError
-from .errors import UnsupportedDtypeError as UnsupportedDtypeError
-from .errors import UnsupportedOpsError as UnsupportedOpsError
-from .frontends.onnx import from_onnx as from_onnx
-from .generation import CausalLM as CausalLM
-from .generation import from_causal_lm as from_causal_lm
-from .interop import callback as callback
-from .interop import jax_fn as jax_fn
-from .interop import torch_fn as torch_fn
-from .model import JaxModel as JaxModel
-from .serialization import ExportedModel as ExportedModel
-from .serialization import export as export
-from .serialization import load_exported as load_exported
-from .sharding import ShardingError as ShardingError
-from .sharding import data_parallel as data_parallel
-from .sharding import device_mesh as device_mesh
-from .sharding import fsdp as fsdp
-from .sharding import shard as shard
-from .sharding import shard_batch as shard_batch
-from .sharding import shardings as shardings
-from .sharding import tensor_parallel as tensor_parallel
-from .training import TrainState as TrainState
-from .training import TrainStep as TrainStep
-from .training import train_step as train_step
+The common path is here; the rest lives in named submodules:
 
-__version__ = "0.1.0"
+    jaxport.train         train_step, TrainState, checkpoints, load_into_torch
+    jaxport.sharding      placing params, optimizer state and batches on a device mesh
+    jaxport.distributed   multi-process runs (one process per host or GPU)
+    jaxport.interop       to_jax / to_torch, jax_fn, torch_fn, callback
+    jaxport.generation    CausalLM, process_logits
+    jaxport.compare       the output comparator `jaxport verify` and the tests use
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
+
+from .backends.codegen import EmitError, emit
+from .backends.model import JaxModel
+from .backends.serialization import ExportedModel, export, load_exported
+from .convert import from_exported_program, from_onnx, from_torch
+from .errors import (
+    ExportError,
+    InputError,
+    JaxportError,
+    LoweringError,
+    ModelFileError,
+    SerializationError,
+    UnsupportedDtypeError,
+    UnsupportedOpsError,
+)
+from .generation import CausalLM, from_causal_lm
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "CausalLM", "EmitError", "ExportError", "ExportedModel", "InputError", "JaxModel", "JaxTensor",
+    "JaxportError", "LoweringError", "ModelFileError", "SerializationError", "UnsupportedDtypeError",
+    "UnsupportedOpsError", "disable_eager", "eager", "emit", "enable_eager", "export", "from_causal_lm",
+    "from_exported_program", "from_onnx", "from_torch", "load_exported",
+]
 
 
 def eager():
@@ -50,28 +48,54 @@ def eager():
     `torch.zeros(3, device="jax")`, `t.to("jax")` and `module.to("jax")` give `JaxTensor`s;
     every op on them runs jaxport's ATen lowerings on JAX.
     """
-    from .frontends.eager import eager as _eager
+    from .tensor import eager as _eager  # on first use: it names torch's PrivateUse1 device "jax"
 
     return _eager()
 
 
 def enable_eager() -> None:
     """`eager()` for the rest of the program (scripts, notebooks); `disable_eager()` ends it."""
-    from .frontends.eager import enable
+    from .tensor import enable
 
     enable()
 
 
 def disable_eager() -> None:
-    from .frontends.eager import disable
+    """End what `enable_eager()` began."""
+    from .tensor import disable
 
     disable()
 
 
-def __getattr__(name: str):
-    # Imported on first use: the eager frontend names torch's PrivateUse1 device "jax".
-    if name == "JaxTensor":
-        from .frontends.eager import JaxTensor
+#: Submodules `jaxport.<name>` reaches without an import of its own.
+_SUBMODULES = frozenset({"compare", "distributed", "generation", "interop", "sharding", "train"})
+
+#: Names the top level had in 0.1, now in a submodule: they still work, with a DeprecationWarning,
+#: until 0.3.
+_MOVED = {
+    **dict.fromkeys(["to_jax", "to_torch", "jax_fn", "torch_fn", "callback"], "interop"),
+    **dict.fromkeys(["TrainState", "TrainStep", "train_step", "save_checkpoint", "load_checkpoint",
+                     "load_into_torch"], "train"),
+    **dict.fromkeys(["ShardingError", "shard", "shardings", "shard_batch", "data_parallel", "fsdp",
+                     "tensor_parallel", "device_mesh"], "sharding"),
+    "Emitted": "backends.codegen",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "JaxTensor":  # imported on first use: it names torch's PrivateUse1 device "jax"
+        from .tensor import JaxTensor
 
         return JaxTensor
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _MOVED:
+        where = f"{__name__}.{_MOVED[name]}"
+        warnings.warn(f"jaxport.{name} moved to {where}.{name}; the old name goes in jaxport 0.3",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(where), name)
     raise AttributeError(f"module 'jaxport' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, *_SUBMODULES, "__version__"})

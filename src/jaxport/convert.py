@@ -1,4 +1,9 @@
-"""`from_torch`: the graph path from an `nn.Module` to a `JaxModel`."""
+"""The conversions: a model through its frontend into a `Translation`, and that into a `JaxModel`.
+
+`from_torch` (an `nn.Module`, through `torch.export`), `from_exported_program` (an
+`ExportedProgram`, such as `torch.export.load` gives) and `from_onnx` (an ONNX file) differ only
+in their frontend; the `JaxModel` is made from the frontend's `Translation` the same way for all.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,11 @@ import jax
 import numpy as np
 import torch
 
-from . import _torch_utils as tu
-from ._pytree_types import quiet_torch_logs
-from .errors import ModelFileError
+from . import dtypes
+from .backends.model import JaxModel
 from .frontends import hugging_face, torch_export
-from .model import JaxModel
+from .frontends import onnx as onnx_frontend
+from .frontends.torch_export import quiet_torch_logs
 
 
 def from_torch(
@@ -94,7 +99,9 @@ class CacheFedModel(JaxModel):
         return step
 
     def _convert_step(self, args: tuple, kwargs: dict) -> JaxModel:
-        from transformers.exporters.exporter_dynamo import get_auto_dynamic_shapes
+        from transformers.exporters.exporter_dynamo import (
+            get_auto_dynamic_shapes,  # optional (`jaxport[hf]`)
+        )
 
         example = {k: _torch_like(v) for k, v in kwargs.items() if k != "past_key_values"}
         cache = kwargs["past_key_values"]
@@ -136,7 +143,7 @@ def _torch_like(x):
     if isinstance(x, torch.Tensor):
         return x
     if isinstance(x, (jax.Array, np.ndarray)):
-        return torch.ones(tuple(x.shape), dtype=tu.torch_dtype(x.dtype))
+        return torch.ones(tuple(x.shape), dtype=dtypes.torch_dtype(x.dtype))
     return x
 
 
@@ -145,19 +152,17 @@ def from_exported_program(
 ) -> JaxModel:
     """Convert an `ExportedProgram` (e.g. from `torch.export.load`); `training` says whether it
     was exported in training mode (then dropout needs `rng=`)."""
-    ep = torch_export.lowerable(ep, decompose=decompose)
-    program, state = torch_export.to_program(ep)
-    program.check_supported()
-    params = {key: tu.to_jax(t, what=f"parameter '{key}'", error=ModelFileError) for key, t in state.tensors.items()}
-    return JaxModel(
-        program,
-        params,
-        parameter_names=state.parameters,
-        buffer_names=state.buffers,
-        tied=state.tied,
-        flatten_inputs=torch_export.input_flattener(ep.call_spec.in_spec, program.user_inputs),
-        build_outputs=torch_export.output_builder(ep.call_spec.out_spec),
-        name=name,
-        fixed_shape_hint="pass dynamic_shapes= to from_torch to allow other sizes",
-        training=training,
-    )
+    return JaxModel(torch_export.translate(ep, decompose=decompose, name=name, training=training))
+
+
+def from_onnx(model: Any, *, name: str | None = None) -> JaxModel:
+    """Load an ONNX model (a path, bytes or `onnx.ModelProto`) as a `JaxModel`.
+
+    The file is read as untrusted input (checked before anything else reads it). `params` holds
+    the graph's floating-point initializers under their graph names, except one-value literals
+    (scale factors, epsilons), which are constants XLA can fold; `apply(params, *inputs)` takes
+    the graph inputs in order (or by name) and returns the output, or a tuple of the outputs in
+    graph order; `output_names` names them.
+    """
+    _proto, translation = onnx_frontend.translate(model, name=name)
+    return JaxModel(translation)

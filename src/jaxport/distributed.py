@@ -1,11 +1,11 @@
 """Multi-process training: one Python process per host (or per GPU), one global mesh.
 
     jaxport.distributed.initialize()            # before anything else touches JAX
-    mesh = jaxport.device_mesh(data=-1)         # every device of every process
-    state = jaxport.shard(step.init(0), mesh, jaxport.fsdp())
+    mesh = jaxport.sharding.device_mesh(data=-1)         # every device of every process
+    state = jaxport.sharding.shard(step.init(0), mesh, jaxport.sharding.fsdp())
     rows = jaxport.distributed.local_rows(mesh, global_batch_size)
     for tokens in loader:                       # each process loads only its `rows`
-        state, metrics = step(state, jaxport.shard_batch((tokens[rows],), mesh))
+        state, metrics = step(state, jaxport.sharding.shard_batch((tokens[rows],), mesh))
 
 Every process runs the same program: it converts the same model (same seed, same
 weights), builds the same mesh, and takes part in every jitted step; JAX's runtime
@@ -21,7 +21,7 @@ from typing import Any
 import jax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .sharding import ShardingError, _auto
+from .sharding import ShardingError, auto_axes
 
 
 def _env_int(name: str) -> int | None:
@@ -57,7 +57,7 @@ def local_rows(mesh: Mesh, global_batch_size: int, axis: str | tuple[str, ...] =
     order), so ask it rather than assume `process_index * size`. In a single-process
     run this is every row.
     """
-    sharding = NamedSharding(_auto(mesh), PartitionSpec(axis))
+    sharding = NamedSharding(auto_axes(mesh), PartitionSpec(axis))
     indices = sharding.addressable_devices_indices_map((global_batch_size,)).values()
     blocks = sorted({index[0].indices(global_batch_size)[:2] for index in indices})
     for (_, stop), (start, _) in zip(blocks, blocks[1:]):

@@ -58,7 +58,7 @@ class UnsupportedOpsError(JaxportError):
                 lines.append(f"    - ... and {len(places) - 3} more")
         lines.append(
             "Please report these ops; meanwhile, rewrite the model code around them "
-            "or run that part with jaxport.callback."
+            "or run that part with jaxport.interop.callback."
         )
         super().__init__("\n".join(lines))
 

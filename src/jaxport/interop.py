@@ -1,11 +1,16 @@
-"""PyTorch code as JAX functions, without torch.export.
+"""PyTorch and JAX calling each other: tensors across, functions both ways.
 
-`jax_fn(torch_callable)` runs the torch code on `JaxTensor`s whose data are the
-JAX values it is called with, so under `jax.jit`, `jax.grad` or `jax.vmap` the
-torch ops trace into the JAX computation like any jax.numpy call. It suits code
-`torch.export` cannot capture (Python control flow on shapes, unusual
-containers); for models `from_torch` gives a program that is also checked
-against the exported graph.
+- `to_jax` / `to_torch`: tensors through DLPack (`jaxport.dlpack`), without copies where the
+  layout allows.
+- `jax_fn(torch_callable)`: PyTorch code as a JAX function, without torch.export. It runs the
+  torch code on `JaxTensor`s whose data are the JAX values it is called with, so under
+  `jax.jit`, `jax.grad` or `jax.vmap` the torch ops trace into the JAX computation like any
+  jax.numpy call. It suits code `torch.export` cannot capture (Python control flow on shapes,
+  unusual containers); for models `from_torch` gives a program that is also checked against the
+  exported graph.
+- `torch_fn(jax_callable)`: a JAX function as a torch function, differentiated by torch's
+  autograd through `jax.vjp`.
+- `callback(torch_callable, result_shape)`: real PyTorch on the host from inside JAX code.
 """
 
 from __future__ import annotations
@@ -20,30 +25,34 @@ import numpy as np
 import torch
 import torch.utils._pytree as torch_pytree
 
-from . import _torch_utils as tu
+from . import dtypes
+from .dlpack import to_jax, to_torch
+
+# `jaxport.tensor` is imported on first use, inside the functions: importing it names torch's
+# PrivateUse1 device "jax", which `to_jax`/`to_torch` users should not get as a side effect.
 
 
 def _to_tensor(value):
-    from .frontends.eager import JaxTensor
+    from .tensor import JaxTensor
 
     if isinstance(value, (jax.Array, np.ndarray)) or hasattr(value, "aval"):
         array = jnp.asarray(value)
-        return JaxTensor.from_array(array, tu.torch_dtype(array.dtype))
+        return JaxTensor.from_array(array, dtypes.torch_dtype(array.dtype))
     return value
 
 
 def _to_array(value):
-    from .frontends.eager import JaxTensor
+    from .tensor import JaxTensor
 
     if isinstance(value, JaxTensor):
         return value.jax()
     if isinstance(value, torch.Tensor):
-        return tu.to_jax(value)
+        return to_jax(value)
     return value
 
 
 def _run_torch(fn: Callable, args: tuple, kwargs: dict) -> Any:
-    from .frontends.eager import eager
+    from .tensor import eager
 
     args, kwargs = jax.tree_util.tree_map(_to_tensor, (args, kwargs))
     # JAX differentiates the traced computation; torch's autograd would only duplicate it.
@@ -72,7 +81,7 @@ def jax_fn(torch_callable: Callable | torch.nn.Module):
 def _module_fn(module: torch.nn.Module):
     # Tied weights appear once, under their first name; functional_call re-ties the others.
     state = {**dict(module.named_parameters()), **dict(module.named_buffers())}
-    params = {name: tu.to_jax(t, what=f"'{name}'") for name, t in state.items()}
+    params = {name: to_jax(t, what=f"'{name}'") for name, t in state.items()}
 
     def call(state, *args, **kwargs):
         return torch.func.functional_call(module, state, args, kwargs, tie_weights=True, strict=False)
@@ -92,21 +101,21 @@ class _JaxFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, fn, n_out_box, *tensors):
-        arrays = [tu.to_jax(t) for t in tensors]
+        arrays = [to_jax(t) for t in tensors]
         out, vjp = jax.vjp(fn, *arrays)
         ctx.vjp = vjp
         ctx.out_structure = jax.tree_util.tree_structure(out)
         ctx.input_dtypes = [t.dtype for t in tensors]
         leaves = jax.tree_util.tree_leaves(out)
         n_out_box.append(ctx.out_structure)
-        return tuple(tu.to_torch(np.asarray(leaf)) for leaf in leaves)
+        return tuple(to_torch(np.asarray(leaf)) for leaf in leaves)
 
     @staticmethod
     def backward(ctx, *grads):
-        cotangent = jax.tree_util.tree_unflatten(ctx.out_structure, [tu.to_jax(g) for g in grads])
+        cotangent = jax.tree_util.tree_unflatten(ctx.out_structure, [to_jax(g) for g in grads])
         input_grads = ctx.vjp(cotangent)
         return (None, None) + tuple(
-            tu.to_torch(np.asarray(g)).to(dtype) for g, dtype in zip(input_grads, ctx.input_dtypes)
+            to_torch(np.asarray(g)).to(dtype) for g, dtype in zip(input_grads, ctx.input_dtypes)
         )
 
 
@@ -181,3 +190,6 @@ def _tree(out):
     if isinstance(out, dict):
         return {k: _tree(v) for k, v in out.items()}
     return out
+
+
+__all__ = ["callback", "jax_fn", "to_jax", "to_torch", "torch_fn"]

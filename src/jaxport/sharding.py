@@ -1,10 +1,10 @@
 """Placing a converted model's parameters on a device mesh by name: data parallel, FSDP, tensor parallel.
 
-    mesh = jaxport.device_mesh(data=2, model=4)             # or jax.make_mesh(...)
-    rules = jaxport.fsdp(min_size=2**16) + jaxport.tensor_parallel()
-    state = jaxport.shard(step.init(0), mesh, rules)       # params, buffers and optax state placed
+    mesh = jaxport.sharding.device_mesh(data=2, model=4)             # or jax.make_mesh(...)
+    rules = jaxport.sharding.fsdp(min_size=2**16) + jaxport.sharding.tensor_parallel()
+    state = jaxport.sharding.shard(step.init(0), mesh, rules)       # params, buffers and optax state placed
     for batch in batches:
-        state, metrics = step(state, jaxport.shard_batch(batch, mesh))
+        state, metrics = step(state, jaxport.sharding.shard_batch(batch, mesh))
 
 jaxport's parameters are flat dicts keyed by PyTorch `state_dict` names, so placement is
 by name: `rules` is an ordered list of `(regex, spec)`. A `PartitionSpec` spec places
@@ -12,7 +12,7 @@ the parameters whose name the regex matches (`re.search`); the first matching on
 wins and a parameter none matches is replicated. A `ShardLargest` spec (what `fsdp()`
 makes) then shards one more dimension of the matching parameters, on top of that
 placement, which is what lets `fsdp() + tensor_parallel()` mean 2-D sharding in
-either order. Once the parameters are placed, `jax.jit` (and `jaxport.train_step`)
+either order. Once the parameters are placed, `jax.jit` (and `jaxport.train.train_step`)
 propagate the placement through the whole computation: XLA inserts the collectives.
 """
 
@@ -27,14 +27,14 @@ import jax
 import numpy as np
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
 
+from .backends.model import JaxModel
 from .errors import JaxportError
-from .model import JaxModel
-from .training import TrainState
 
 P = PartitionSpec
 AnyMesh = Mesh | AbstractMesh
 T = TypeVar("T")
 M = TypeVar("M", Mesh, AbstractMesh)
+S = TypeVar("S")
 
 #: Parameters with fewer elements than this stay replicated under `fsdp()`: below 64K
 #: values (256 KiB in float32), biases and norm scales of any real model, gathering them
@@ -191,7 +191,7 @@ def _rule_axes(spec: Spec) -> list[str]:
     return _axes_of(spec) if spec is not None else []
 
 
-def _auto(mesh: M) -> M:
+def auto_axes(mesh: M) -> M:
     """`mesh` with every axis `Auto`: placements propagate through the model (GSPMD/Shardy).
 
     `jax.make_mesh` makes `Explicit` axes by default, where shardings are part of the
@@ -296,33 +296,45 @@ def _optimizer_shardings(opt_state, params: Mapping[str, Any], param_shardings: 
     return jax.tree_util.tree_map_with_path(sharding, opt_state)
 
 
+def _is_training_state(target: Any) -> bool:
+    """Whether `target` is a training state: a dataclass holding `params`, `buffers` and
+    `opt_state` (`jaxport.train.TrainState`). Its placement is known from those fields alone, so
+    this module need not import the training code that uses it."""
+    return (dataclasses.is_dataclass(target) and not isinstance(target, type)
+            and all(hasattr(target, name) for name in ("params", "buffers", "opt_state")))
+
+
+def _state_placement(state: S, mesh: AnyMesh, params: Mapping[str, NamedSharding],
+                     buffers: Mapping[str, NamedSharding]) -> S:
+    """A training state's placement: `params` and `buffers` as given, the optimizer state like the
+    parameter each entry belongs to, every other field (the RNG key, the step) replicated."""
+    replicated = NamedSharding(mesh, P())
+    fields = {f.name: replicated for f in dataclasses.fields(state)}
+    fields.update(params=params, buffers=buffers,
+                  opt_state=_optimizer_shardings(state.opt_state, state.params, params, mesh))
+    return dataclasses.replace(state, **fields)
+
+
 def shardings(target: T, mesh: AnyMesh, rules: Iterable[Rule] = ()) -> Any:
     """Where `shard` would place `target`, without placing it: for `jax.jit`'s
     `in_shardings`/`out_shardings` in your own jitted functions, or to check a plan:
 
-        placement = jaxport.shardings(model, mesh, rules)
+        placement = jaxport.sharding.shardings(model, mesh, rules)
         evaluate = jax.jit(model.apply, in_shardings=(placement, NamedSharding(mesh, P("data"))))
-        jaxport.sharding.describe(jaxport.shardings(jax.eval_shape(step.init, 0), mesh, rules))
+        jaxport.sharding.describe(jaxport.sharding.shardings(jax.eval_shape(step.init, 0), mesh, rules))
 
     `target` is a `{name: array}` dict (arrays or `jax.ShapeDtypeStruct`s), a `JaxModel`
     (its `params`) or a `TrainState`; the result mirrors it with `NamedSharding` leaves.
-    The mesh's axes are made `Auto` (see `_auto`); pass arrays placed with these shardings.
+    The mesh's axes are made `Auto` (see `auto_axes`); pass arrays placed with these shardings.
     """
     rules = Rules(rules)
-    mesh = _auto(mesh)
+    mesh = auto_axes(mesh)
     _validate(rules, mesh)
     if isinstance(target, JaxModel):
         return _named_shardings(target.params, mesh, rules)
-    if isinstance(target, TrainState):
+    if _is_training_state(target):
         params = _named_shardings(target.params, mesh, rules)
-        replicated = NamedSharding(mesh, P())
-        return TrainState(
-            params=params,
-            buffers=_named_shardings(target.buffers, mesh, rules),
-            opt_state=_optimizer_shardings(target.opt_state, target.params, params, mesh),
-            rng=replicated,
-            step=replicated,
-        )
+        return _state_placement(target, mesh, params, _named_shardings(target.buffers, mesh, rules))
     if isinstance(target, Mapping):
         return _named_shardings(target, mesh, rules)
     raise ShardingError(f"shard() takes a JaxModel, a TrainState or a {{name: array}} dict; got "
@@ -366,7 +378,7 @@ def shard(target: T, mesh: Mesh, rules: Iterable[Rule] = ()) -> T:
     if isinstance(target, JaxModel):
         target.params = {k: _place(v, placement[k]) for k, v in target.params.items()}
         return target
-    if isinstance(target, TrainState):
+    if _is_training_state(target):
         return jax.tree.map(_place, target, placement)
     return {k: _place(v, placement[k]) for k, v in target.items()}
 
@@ -379,7 +391,7 @@ def _mesh_of(params: Mapping[str, Any]) -> Mesh | None:
     return None
 
 
-def follow_params(state: TrainState) -> TrainState:
+def follow_params(state: S) -> S:
     """`state` with what is not yet on its sharded params' mesh placed there.
 
     `TrainStep.init` calls it: after `shard(model, ...)` the params are on a mesh but the
@@ -400,11 +412,7 @@ def follow_params(state: TrainState) -> TrainState:
     def current(arrays: Mapping[str, Any]) -> dict[str, NamedSharding]:
         return {k: on_mesh(a) for k, a in arrays.items()}
 
-    params = current(state.params)
-    replicated = NamedSharding(mesh, P())
-    placement = TrainState(params, current(state.buffers),
-                           _optimizer_shardings(state.opt_state, state.params, params, mesh), replicated,
-                           replicated)
+    placement = _state_placement(state, mesh, current(state.params), current(state.buffers))
     return jax.tree.map(lambda x, where: x if getattr(x, "sharding", None) == where else _place(x, where),
                         state, placement)
 
@@ -422,7 +430,7 @@ def shard_batch(batch: T, mesh: Mesh, axis: str | tuple[str, ...] = "data") -> T
     says which rows); in a single-process run that is the whole batch. Scalars are
     replicated. Arrays already placed across processes are returned as they are.
     """
-    mesh = _auto(mesh)
+    mesh = auto_axes(mesh)
     names = axis if isinstance(axis, tuple) else (axis,)
     missing = [a for a in names if a not in mesh.axis_names]
     if missing:
@@ -452,7 +460,7 @@ def describe(target: Any) -> dict[str, str]:
     """`{name: spec}` of the sharded entries of placed params (a dict, a `JaxModel`'s, a
     `TrainState`'s, or `shardings(...)`'s result): a quick check that the rules matched
     what you meant. Replicated entries are left out."""
-    params = target.params if isinstance(target, (JaxModel, TrainState)) else target
+    params = target.params if isinstance(target, JaxModel) or _is_training_state(target) else target
 
     def spec(v):
         sharding = v if isinstance(v, NamedSharding) else getattr(v, "sharding", None)

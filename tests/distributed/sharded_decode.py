@@ -34,9 +34,9 @@ def main() -> None:
     lm = jaxport.from_causal_lm(model, max_length=30, max_batch=4)
     single = np.asarray(lm.generate(ids, mask, max_new_tokens=24, pad_token_id=0))
 
-    mesh = jaxport.device_mesh(data=2, model=4)
-    params = jaxport.shard(lm.params, mesh, jaxport.tensor_parallel())
-    batch = jaxport.shard_batch({"ids": ids, "mask": mask}, mesh)
+    mesh = jaxport.sharding.device_mesh(data=2, model=4)
+    params = jaxport.sharding.shard(lm.params, mesh, jaxport.sharding.tensor_parallel())
+    batch = jaxport.sharding.shard_batch({"ids": ids, "mask": mask}, mesh)
     sharded = np.asarray(lm.generate(batch["ids"], batch["mask"], max_new_tokens=24, pad_token_id=0, params=params))
     cache = lm.init_cache(4)
     _, cache = lm.prefill(params, cache, batch["ids"], batch["mask"])

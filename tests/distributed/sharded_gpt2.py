@@ -48,8 +48,8 @@ def _placed_state(model, axes, rules, how):
     mesh = sharding.device_mesh(**axes)
     if how == "model":
         model = sharding.shard(copy.copy(model), mesh, rules)  # a copy: the next modes want the original
-        return jaxport.train_step(model, lm_loss, optax.adam(3e-3)), mesh, None
-    step = jaxport.train_step(model, lm_loss, optax.adam(3e-3))
+        return jaxport.train.train_step(model, lm_loss, optax.adam(3e-3)), mesh, None
+    step = jaxport.train.train_step(model, lm_loss, optax.adam(3e-3))
     # Copies for the state the step donates (init copies too now; this keeps the script independent of it).
     return step, mesh, sharding.shard(step.init(0, params=jax.tree.map(jnp.copy, model.params)), mesh, rules)
 
@@ -85,7 +85,7 @@ def run(mode: str, model) -> dict:
     start = time.perf_counter()
     mesh = None
     if MODES[mode] is None:
-        step = jaxport.train_step(model, lm_loss, optax.adam(3e-3))
+        step = jaxport.train.train_step(model, lm_loss, optax.adam(3e-3))
         state = step.init(0, params=jax.tree.map(jnp.copy, model.params))
     else:
         step, mesh, state = _placed_state(model, *MODES[mode])

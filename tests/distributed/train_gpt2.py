@@ -56,7 +56,7 @@ def main() -> None:
     from tests.distributed.gpt2 import BATCH, batches, convert, lm_loss, tiny_gpt2
 
     model = convert(tiny_gpt2())
-    step = jaxport.train_step(model, lm_loss, optax.adam(3e-3))
+    step = jaxport.train.train_step(model, lm_loss, optax.adam(3e-3))
     state = step.init(0)
     mesh, rows = None, slice(0, BATCH)
     if args.mesh != "none":

@@ -61,6 +61,16 @@ def run_both(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], *, jittabl
     return ([actual] if len(expected) == 1 else list(actual)), expected
 
 
+def run_spec(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """`model` computed as the ONNX specification defines it, by the `onnx` package's own NumPy
+    reference implementation. For quantized ops this is the reference: onnxruntime's integer
+    kernels differ by CPU (its AVX2 u8s8 convolutions saturate pairwise sums in int16), the
+    specification's arithmetic (accumulate in int32, requantize, round half to even) does not."""
+    from onnx.reference import ReferenceEvaluator
+
+    return list(ReferenceEvaluator(model).run(None, dict(feeds)))
+
+
 def assert_same(actual, expected, *, rtol: float = 1e-5, atol: float = 1e-6) -> None:
     """Same dtype and shape as onnxruntime's outputs, values within tolerance (in float64)."""
     assert len(actual) == len(expected), (len(actual), len(expected))

@@ -236,7 +236,7 @@ def _nested_ifs(depth: int) -> onnx.ModelProto:
 def _traces_per_node(converted, *inputs) -> collections.Counter:
     """How many times tracing the model under jax.jit runs each node's lowering, subgraphs'
     nodes included, keyed by (program, node index)."""
-    from jaxport.program import interpret
+    from jaxport.ir import interpret
 
     seen: collections.Counter = collections.Counter()
 

@@ -20,9 +20,9 @@ import torch
 import torch.utils._pytree as pytree
 
 import jaxport
-from jaxport import _torch_utils as tu
+from jaxport import dlpack, dtypes
 from jaxport.errors import ExportError, LoweringError, UnsupportedOpsError
-from jaxport.program import interpret
+from jaxport.ir import interpret
 
 #: dtypes the conformance suite tests when the op supports them.
 DTYPES = (
@@ -356,14 +356,14 @@ def _compare(actual, expected, dtype, values: bool, tolerance=None, checks=None,
             continue
         if not hasattr(a, "dtype"):
             return f"output {i}: got {type(a).__name__}, expected a tensor"
-        want = np.dtype(jax.dtypes.canonicalize_dtype(tu.numpy_dtype(e.dtype)))
+        want = np.dtype(jax.dtypes.canonicalize_dtype(dtypes.numpy_dtype(e.dtype)))
         if np.dtype(a.dtype) != want:
             return f"output {i}: dtype {np.dtype(a.dtype).name}, expected {want.name}"
         if tuple(a.shape) != tuple(e.shape):
             return f"output {i}: shape {tuple(a.shape)}, expected {tuple(e.shape)}"
         if not values:
             continue
-        got = tu.to_torch(np.array(a))
+        got = dlpack.to_torch(np.array(a))
         if checks and i in checks:
             why = checks[i](got, e)
             if why:
@@ -480,7 +480,7 @@ def run_sample(op, sample, dtype, *, decompose: str = "auto", special_values: bo
             return Outcome("failed", f"conversion crashed: {type(e).__name__}: {str(e)[:200]}")
     ops = tuple(sorted(model.program.ops()))
     model.strict = True
-    inputs = [tu.to_jax(t) for t in tensors]
+    inputs = [dlpack.to_jax(t) for t in tensors]
     values = op.name not in UNCHECKED_VALUES and not _draws_random(model, inputs)
     for mode in ("eager", "jit"):
         fn = model.apply if mode == "eager" else jax.jit(model.apply)
@@ -547,7 +547,7 @@ def reference_samples(op, dtype, *, limit: int | None) -> list:
 
 def _eager_outputs(out) -> tuple[list, str]:
     """(jax values of the JaxTensor outputs, why not when an output is not one)."""
-    from jaxport.frontends.eager import JaxTensor
+    from jaxport.tensor import JaxTensor
 
     values = []
     for leaf in _flat_outputs(out):
@@ -581,7 +581,7 @@ def _run_on_jax(fn, cloned, variant: str):
 def _keys_drawn(seed: int | None = None):
     """Count the random keys the eager frontend draws; with `seed`, draw them from it instead
     of from torch's generator (which OpInfo's wrappers reseed to 42 on every call)."""
-    from jaxport.frontends.eager import dispatch as eager_dispatch
+    from jaxport.tensor import dispatch as eager_dispatch
 
     drawn = []
     draw = eager_dispatch._next_key

@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import JaxportError, OpUse, UnsupportedOpsError
 from ..ops import registry
-from ..program import Node, Program, Ref, Subgraph, TensorSpec, interpret
+from ..ir import Node, Program, Ref, Subgraph, TensorSpec, interpret
 from ._sources import NotCopyable, OpLibrary
 
 #: Constants up to this many values are written inline; larger ones go to constants.safetensors.

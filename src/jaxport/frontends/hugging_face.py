@@ -13,15 +13,17 @@ object, `{"_t": "tensor", "i": n}` for its n-th tensor. jaxport hands a cache to
 JAX users as the tensor-holding part of that description, nested dicts and lists
 of arrays in the structure the model gives (`DynamicCache` becomes
 `{"layers": [{"keys": k, "values": v}, ...]}`), and reads the same structure
-back as an input. This module never imports transformers itself: it looks at
-`sys.modules`, so a plain torch model never pays for it.
+back as an input. This module imports transformers only inside the functions that need it (it is an optional
+dependency, `jaxport[hf]`), and tells a Hugging Face model by `sys.modules`, so a plain torch
+model never pays for it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
+import contextvars
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,19 +59,57 @@ def grouped_query_attention() -> Iterator[None]:
     as they are (`enable_gqa=True`) instead of repeating each key/value head in memory first
     (`repeat_kv`), which it does under a mask because PyTorch's fused CPU/CUDA kernels need it.
     jaxport's lowering groups the query heads itself, so the exported graph should not repeat:
-    repeating cost a copy of every layer's keys and values per step."""
-    previous = os.environ.get(_FORCE_GQA)
-    os.environ[_FORCE_GQA] = "1"
+    repeating cost a copy of every layer's keys and values per step.
+
+    transformers decides in `sdpa_attention.use_gqa_in_sdpa`, switched on process-wide by an
+    environment variable. Here the switch is this context's own: while any such context is open,
+    that function is wrapped by one that says yes inside the context (a `ContextVar`, so other
+    threads and other contexts are not affected) and asks transformers' own otherwise; the last
+    context to close puts transformers' function back."""
+    _GQA_SWITCH.acquire()
+    token = _FORCE_GQA.set(True)
     try:
         yield
     finally:
-        if previous is None:
-            del os.environ[_FORCE_GQA]
-        else:
-            os.environ[_FORCE_GQA] = previous
+        _FORCE_GQA.reset(token)
+        _GQA_SWITCH.release()
 
 
-_FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"  # read by transformers.integrations.sdpa_attention.use_gqa_in_sdpa
+_FORCE_GQA: contextvars.ContextVar[bool] = contextvars.ContextVar("jaxport_force_gqa", default=False)
+
+
+class _Switch:
+    """`sdpa_attention.use_gqa_in_sdpa` wrapped while at least one context holds it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._original: Any = None
+
+    def acquire(self) -> None:
+        from transformers.integrations import sdpa_attention  # transformers: optional (`jaxport[hf]`)
+
+        with self._lock:
+            if self._holders == 0:
+                original = self._original = sdpa_attention.use_gqa_in_sdpa
+
+                def use_gqa_in_sdpa(attention_mask, key, value) -> bool:
+                    return _FORCE_GQA.get() or original(attention_mask, key, value)
+
+                sdpa_attention.use_gqa_in_sdpa = use_gqa_in_sdpa
+            self._holders += 1
+
+    def release(self) -> None:
+        from transformers.integrations import sdpa_attention
+
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0:
+                sdpa_attention.use_gqa_in_sdpa = self._original
+                self._original = None
+
+
+_GQA_SWITCH = _Switch()
 
 
 # -- caches as arrays ----------------------------------------------------------------------------
@@ -152,64 +192,3 @@ def _describe(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return f"a {type(value).__name__} of {len(value)}"
     return type(value).__name__
-
-
-# -- causal LMs over an explicit static cache (jaxport.from_causal_lm) ------------------------------
-
-
-class CausalLMStep(torch.nn.Module):
-    """One step of a Hugging Face causal LM over an explicit, preallocated key/value cache:
-    `(input_ids [B, T], attention_mask [B, L], position_ids [B, T], length [], keys, values) ->
-    (logits [B, T, V], keys, values)`, with one `[B, kv_heads, L, head_dim]` key and value tensor
-    per layer, of which slots `length .. length + T` get the new tokens.
-
-    transformers' own `StaticCache` does the writing (`index_copy` at `arange(T) + length`) and the
-    model's own mask code builds each layer's 4-D mask from the 2-D slot mask (1 where a slot holds
-    a token, 0 for padding), so full, sliding-window and hybrid models need nothing of their own.
-    The cache is built anew in every call around the tensors passed in, and written into copies
-    of them: `torch.export` then sees plain inputs and outputs, no buffers or constants mutated.
-    Sliding-window layers keep all L slots, masked to their window: transformers' rolling
-    `StaticSlidingWindowLayer` branches on a Python int and so cannot be exported as one step.
-    """
-
-    def __init__(self, model: torch.nn.Module, max_length: int):
-        super().__init__()
-        self.model = model
-        self.max_length = max_length
-        self.text_config = model.config.get_text_config()
-
-    def cache_shapes(self, batch: int) -> list[tuple[int, int, int, int]]:
-        """The `[batch, kv_heads, max_length, head_dim]` shape of each layer's keys and values."""
-        from transformers.configuration_utils import get_head_shapes
-
-        layers = self.text_config.num_hidden_layers
-        heads, head_dim = get_head_shapes(self.text_config)
-        heads = heads if isinstance(heads, list) else [heads] * layers
-        head_dim = head_dim if isinstance(head_dim, list) else [head_dim] * layers
-        return [(batch, h, self.max_length, d) for h, d in zip(heads, head_dim)]
-
-    def _static_cache(self, length: torch.Tensor, keys: list, values: list) -> Any:
-        from transformers.cache_utils import StaticCache, StaticLayer, StaticSlidingWindowLayer
-
-        cache = StaticCache(config=self.text_config, max_cache_len=self.max_length)
-        for i, layer in enumerate(cache.layers):
-            if isinstance(layer, StaticSlidingWindowLayer):
-                layer = cache.layers[i] = StaticLayer(self.max_length)
-            elif type(layer) is not StaticLayer:
-                raise InputError(f"{type(self.model).__name__}: jaxport.from_causal_lm supports attention "
-                                 f"layers with a key/value cache; layer {i} is a {type(layer).__name__}")
-            k, v = keys[i].clone(), values[i].clone()
-            layer.keys, layer.values = k, v
-            layer.dtype, layer.device = k.dtype, k.device
-            layer.batch_size, layer.num_heads = k.shape[:2]
-            layer.k_head_dim, layer.v_head_dim = k.shape[-1], v.shape[-1]
-            layer.cumulative_length = length.clone()  # every layer adds T to its own counter
-            layer.is_initialized = True
-        return cache
-
-    def forward(self, input_ids, attention_mask, position_ids, length, keys, values):
-        cache = self._static_cache(length, keys, values)
-        with grouped_query_attention():
-            out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                             past_key_values=cache, use_cache=True)
-        return out.logits, [layer.keys for layer in cache.layers], [layer.values for layer in cache.layers]

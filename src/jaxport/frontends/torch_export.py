@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import operator
 import os
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import sympy
@@ -24,11 +25,12 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-from .. import _torch_utils as tu
+from .. import dlpack, dtypes
 from ..errors import ExportError, InputError, ModelFileError, OpUse, UnsupportedOpsError
+from ..ir import Input, Node, Program, Ref, TensorSpec, Translation
 from ..ops import registry
-from ..program import Input, Node, Program, Ref, TensorSpec
-from . import hugging_face
+from . import aten_schema, hugging_face
+from .aten_schema import op_name
 
 
 def export(
@@ -58,16 +60,6 @@ def export(
             f"torch.export could not capture {type(module).__name__} "
             f"({type(e).__name__}):\n{reason}"
         ) from None
-
-
-def op_name(target) -> str:
-    """The registry key of an FX call target: 'aten.add.Tensor', 'operator.getitem', ..."""
-    if isinstance(target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
-        return str(target)
-    module = getattr(target, "__module__", None) or ""
-    if module in ("_operator", "operator"):
-        module = "operator"
-    return f"{module}.{getattr(target, '__name__', repr(target))}"
 
 
 def lowerable(ep: ExportedProgram, *, decompose: str = "auto") -> ExportedProgram:
@@ -164,7 +156,7 @@ def _recorded_spec(node: torch.fx.Node, corrected: dict[str, tuple]) -> Any:
 def _spec(val) -> Any:
     if isinstance(val, torch.Tensor):
         shape = tuple(d if isinstance(d, int) else None for d in val.shape)
-        return TensorSpec(shape, tu.numpy_dtype(val.dtype))
+        return TensorSpec(shape, dtypes.numpy_dtype(val.dtype))
     if isinstance(val, (list, tuple)):
         return tuple(_spec(v) for v in val)
     return None
@@ -203,15 +195,14 @@ def _is_view(node) -> bool:
     target = getattr(node, "target", None)
     if not isinstance(target, torch._ops.OpOverload):
         return node.op == "placeholder"
-    returns = target._schema.returns
-    return bool(returns) and returns[0].alias_info is not None
+    return aten_schema.returns_view(target)
 
 
 def _rebindable(node: torch.fx.Node) -> bool:
     """An in-place op jaxport can run as its functional twin: it writes a fresh, unaliased value."""
-    if tu.functional_variant(node.target) is None:
+    if aten_schema.functional_variant(node.target) is None:
         return False
-    index = tu.written_argument(node.target)
+    index = aten_schema.written_argument(node.target)
     if index is None or index >= len(node.args):
         return False
     written = node.args[index]
@@ -256,9 +247,9 @@ def view_writes(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node
     order = {node: i for i, node in enumerate(graph.nodes)}
     writes = {}
     for node in graph.nodes:
-        if node.op != "call_function" or tu.functional_variant(node.target) is None or _rebindable(node):
+        if node.op != "call_function" or aten_schema.functional_variant(node.target) is None or _rebindable(node):
             continue
-        index = tu.written_argument(node.target)
+        index = aten_schema.written_argument(node.target)
         chain: list[torch.fx.Node] = []
         base = node.args[index] if index is not None and index < len(node.args) else None
         while isinstance(base, torch.fx.Node) and base.op == "call_function" and op_name(base.target) in _WRITE_BACK:
@@ -283,7 +274,7 @@ def _same_tensor(node) -> list:
     the graph's names for one tensor, all rebound when a write through a view changes it."""
     names = [node]
     while isinstance(node, torch.fx.Node) and node.op == "call_function" and _rebindable(node):
-        node = node.args[tu.written_argument(node.target)]
+        node = node.args[aten_schema.written_argument(node.target)]
         names.append(node)
     return names
 
@@ -324,7 +315,7 @@ class _Translator:
         if isinstance(value, torch.fx.Node):
             return self.rename.get(value.name, Ref(value.name))
         if isinstance(value, torch.dtype):
-            return tu.numpy_dtype(value)
+            return dtypes.numpy_dtype(value)
         if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
             return None
         if isinstance(value, (list, tuple)):
@@ -336,14 +327,12 @@ class _Translator:
         return value
 
     def kwargs(self, node: torch.fx.Node) -> dict:
-        kwargs = {k: self.arg(v) for k, v in node.kwargs.items() if k not in tu.PLACEMENT_KWARGS}
-        target = node.target
+        kwargs = {k: self.arg(v) for k, v in node.kwargs.items() if k not in aten_schema.PLACEMENT_KWARGS}
         # Fill an omitted `dtype=` from the recorded output, so lowerings never guess torch defaults.
-        if isinstance(target, torch._ops.OpOverload) and kwargs.get("dtype") is None:
-            arg = next((a for a in target._schema.arguments if a.name == "dtype"), None)
+        if kwargs.get("dtype") is None and aten_schema.fills_dtype(node.target):
             val = node.meta.get("val")
-            if arg is not None and arg.kwarg_only and isinstance(val, torch.Tensor):
-                kwargs["dtype"] = tu.numpy_dtype(val.dtype)
+            if isinstance(val, torch.Tensor):
+                kwargs["dtype"] = dtypes.numpy_dtype(val.dtype)
         return kwargs
 
     def graph(self, graph: torch.fx.Graph, prefix: str = "") -> list:
@@ -373,8 +362,8 @@ class _Translator:
         written = None
         if _rebindable(node) or view_chain:
             # Run `x.add_(y)` as `add(x, y)`, and let later readers of x read the result.
-            op = str(tu.functional_variant(target))
-            written = node.args[tu.written_argument(target)]
+            op = str(aten_schema.functional_variant(target))
+            written = node.args[aten_schema.written_argument(target)]
         name = prefix + node.name
         self.nodes.append(
             Node(
@@ -429,7 +418,7 @@ class _Translator:
                 name=name,
                 op=op_name(inner),
                 args=tuple(self.arg(a) for a in args),
-                kwargs={k: self.arg(v) for k, v in node.kwargs.items() if k not in tu.PLACEMENT_KWARGS},
+                kwargs={k: self.arg(v) for k, v in node.kwargs.items() if k not in aten_schema.PLACEMENT_KWARGS},
                 expected=_spec(val[1] if isinstance(val, (tuple, list)) and len(val) == 2 else None),
                 module_path=_module_path(node),
                 source=_source(node),
@@ -483,11 +472,11 @@ def _missing_in(graph_module: torch.fx.GraphModule, names) -> list[OpUse]:
             name = op_name(n.args[1])
         else:
             name = op_name(n.target)
-        if tu.functional_variant(n.target) is not None:
+        if aten_schema.functional_variant(n.target) is not None:
             if not _rebindable(n) and n not in writes:
                 uses.append(OpUse(f"{name} (in-place write through a view)", n.name, _module_path(n), _source(n)))
-            elif str(tu.functional_variant(n.target)) not in names:
-                uses.append(OpUse(str(tu.functional_variant(n.target)), n.name, _module_path(n), _source(n)))
+            elif str(aten_schema.functional_variant(n.target)) not in names:
+                uses.append(OpUse(str(aten_schema.functional_variant(n.target)), n.name, _module_path(n), _source(n)))
         elif name not in names:
             uses.append(OpUse(name, n.name, _module_path(n), _source(n)))
     return uses
@@ -498,7 +487,7 @@ def _missing_in(graph_module: torch.fx.GraphModule, names) -> list[OpUse]:
 
 def _constant(value) -> Any:
     if isinstance(value, torch.Tensor):
-        return tu.to_jax(value, what="a constant tensor", error=ModelFileError)
+        return dlpack.to_jax(value, what="a constant tensor", error=ModelFileError)
     raise ExportError(f"jaxport cannot carry a constant of type {type(value).__name__}")
 
 
@@ -579,9 +568,31 @@ def to_program(ep: ExportedProgram) -> tuple[Program, StateInfo]:
         )
     program = Program(
         state_inputs, constants, user_inputs, translator.nodes, outputs, buffer_updates, input_updates,
-        dim_ranges=_dim_ranges(ep, user_inputs), matmul_precision=tu.matmul_precision(),
+        dim_ranges=_dim_ranges(ep, user_inputs), matmul_precision=dtypes.matmul_precision(),
     )
     return program, StateInfo(state, parameters, buffers, tied)
+
+
+def translate(ep: ExportedProgram, *, decompose: str = "auto", name: str = "model",
+              training: bool = False) -> Translation:
+    """An exported program as a `Translation`: the ops jaxport lacks decomposed (`lowerable`),
+    every remaining op checked to have a lowering, the state as the program holds it, and the
+    input flattener and output builder for the structures it was exported with."""
+    ep = lowerable(ep, decompose=decompose)
+    program, state = to_program(ep)
+    program.check_supported()
+    return Translation(
+        program,
+        state.tensors,
+        flatten_inputs=input_flattener(ep.call_spec.in_spec, program.user_inputs),
+        build_outputs=output_builder(ep.call_spec.out_spec),
+        parameter_names=state.parameters,
+        buffer_names=state.buffers,
+        tied=state.tied,
+        name=name,
+        fixed_shape_hint="pass dynamic_shapes= to from_torch to allow other sizes",
+        training=training,
+    )
 
 
 # -- input and output structure ------------------------------------------------------------------
@@ -660,3 +671,30 @@ def _flatten_like(value: Any, spec, where: str) -> list:
     if got != spec:
         raise InputError(f"{where} has structure {got}, but the model was exported with {spec}")
     return leaves
+
+
+# -- torch's logs ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def quiet_torch_logs() -> Iterator[list[logging.LogRecord]]:
+    """torch's loggers silenced; yields the records they would have printed (torch.export.load logs
+    the real reason a load failed, with its traceback, and raises a vaguer error)."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep(logging.WARNING)
+    loggers = [logging.getLogger("torch")] + [
+        logger for name, logger in list(logging.root.manager.loggerDict.items())
+        if name.startswith("torch.") and isinstance(logger, logging.Logger) and logger.handlers]
+    saved = [(logger, logger.handlers) for logger in loggers]
+    for logger in loggers:
+        logger.handlers = [keep]
+    try:
+        yield records
+    finally:
+        for logger, handlers in saved:
+            logger.handlers = handlers

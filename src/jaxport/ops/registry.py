@@ -3,6 +3,9 @@
 A lowering is a plain function over `jax.Array`s and Python values whose
 parameters are named as in the op's schema. Registering it changes nothing
 about the function, so code generation can copy its source verbatim.
+
+The op families register themselves when `jaxport.ops` is imported, which happens before
+this module can be used: importing `jaxport.ops.registry` runs `jaxport/ops/__init__.py` first.
 """
 
 from __future__ import annotations
@@ -127,7 +130,6 @@ def onnx_program_op(op_type: str, domain: str, version: int | None) -> str:
 
 def onnx_implementation(op_type: str, domain: str, opset: int) -> int | None:
     """The `since` version of the newest lowering of `op_type` not later than `opset`, or None."""
-    _load_libraries()
     qualified = op_type if domain in ("", "ai.onnx") else f"{domain}::{op_type}"
     usable = [v for v in ONNX_VERSIONS.get(qualified, ()) if v <= opset]
     return max(usable) if usable else None
@@ -135,30 +137,13 @@ def onnx_implementation(op_type: str, domain: str, opset: int) -> int | None:
 
 def lookup(name: str) -> Callable | None:
     """The lowering registered under `name`, or None."""
-    _load_libraries()
     return ATEN.get(name) or CUSTOM.get(name) or PYTHON.get(name) or ONNX.get(name)
 
 
 def random_keyword(name: str) -> str | None:
     """The keyword that op `name`'s lowering takes its `jax.random` key by, or None."""
-    _load_libraries()
     return RANDOM.get(name)
 
 
 def registered_names() -> set[str]:
-    _load_libraries()
     return set(ATEN) | set(CUSTOM) | set(PYTHON) | set(ONNX)
-
-
-_loaded = False
-
-
-def _load_libraries() -> None:
-    # Importing the op modules fills the tables; done lazily so `registry` itself has no cycle.
-    global _loaded
-    if not _loaded:
-        from . import aten as _aten  # noqa: F401
-        from . import onnx as _onnx  # noqa: F401
-        from . import python_builtins as _python  # noqa: F401
-
-        _loaded = True

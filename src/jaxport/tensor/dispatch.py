@@ -12,7 +12,6 @@ call in place of the op-by-op JAX calls and dtype bookkeeping of the first runs.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import traceback
 from typing import Any
@@ -23,11 +22,13 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from ... import _torch_utils as tu
-from ...errors import LoweringError, OpUse, UnsupportedOpsError
+from .. import dlpack, dtypes
+from ..errors import LoweringError, OpUse, UnsupportedOpsError
+from ..frontends import aten_schema
+from . import _table
 from .arguments import lowered, lowering_arguments, unwrap
 from .compiled import Sighting, compiled_call, seen
-from .tensor import JAX_DEVICE, JaxTensor, Storage, _contiguous_strides
+from .jax_tensor import JAX_DEVICE, JaxTensor, Storage, _contiguous_strides
 
 
 def _user_line() -> str:
@@ -129,7 +130,7 @@ def _probe_dtypes(func, args, kwargs):
 def _wrap(result, meta):
     """Lowering results as JaxTensors with PyTorch's dtypes; non-tensors pass through."""
     if isinstance(meta, torch.Tensor):
-        want = tu.jax_dtype(meta.dtype)
+        want = dtypes.jax_dtype(meta.dtype)
         array = result if isinstance(result, jax.Array) else jnp.asarray(result)
         if array.dtype != want:
             array = array.astype(want)
@@ -140,7 +141,7 @@ def _wrap(result, meta):
         return JaxTensor.from_array(array, meta.dtype)
     if isinstance(meta, torch.dtype):  # a value-dependent shape: the lowering's is the answer
         array = jnp.asarray(result)
-        return JaxTensor.from_array(array.astype(tu.jax_dtype(meta)), meta)
+        return JaxTensor.from_array(array.astype(dtypes.jax_dtype(meta)), meta)
     if isinstance(meta, (list, tuple)):
         return type(meta)(_wrap(r, m) for r, m in zip(result, meta))
     if isinstance(result, jax.Array) and result.ndim == 0:
@@ -176,11 +177,9 @@ def _compute(func, args, kwargs, sighting: Sighting | None = None):
     if lowering is None:
         decomposition = torch._decomp.decomposition_table.get(func)
         if decomposition is not None:
-            from .mode import eager  # noqa: PLC0415  (mode imports this module)
-
             # A Python decomposition creates its temporaries with device=x.device, which is jax:
             # inside eager() (entered afresh: dispatch runs with the modes paused) they are JaxTensors.
-            with eager():
+            with _table.eager():
                 return decomposition(*args, **kwargs)
         composite = func.decompose(*args, **kwargs)
         if composite is not NotImplemented:
@@ -195,7 +194,7 @@ def _compute(func, args, kwargs, sighting: Sighting | None = None):
     if plan.rng_keyword:
         keywords[plan.rng_keyword] = _next_key(kwargs.get("generator"))
     try:
-        with jax.default_matmul_precision(tu.matmul_precision()):
+        with jax.default_matmul_precision(dtypes.matmul_precision()):
             result = lowering(*positional, **keywords)
     except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
             jax.errors.TracerIntegerConversionError, jax.errors.NonConcreteBooleanIndexError) as e:
@@ -252,36 +251,6 @@ def _next_key(generator: torch.Generator | None = None) -> jax.Array:
     return jax.random.key(seed % (2**32))
 
 
-def _out_arguments(func) -> list[str]:
-    return [a.name for a in func._schema.arguments if a.kwarg_only and a.alias_info is not None
-            and a.alias_info.is_write]
-
-
-#: Keyword arguments a factory's functional overload has and its .out overload does not.
-_FACTORY_KWARGS = frozenset({"dtype", "layout", "device", "pin_memory"})
-
-
-@functools.cache
-def _functional_sibling(func):
-    """For `aten.add.out`, the overload with the same inputs and no `out`: `aten.add.Tensor`.
-
-    For a factory (`aten.ones.out`), the overload that also takes `dtype=` and placement
-    (`aten.ones.default`); the out tensor supplies the dtype.
-    """
-    outs = set(_out_arguments(func))
-
-    def inputs(op):
-        return [(a.name, str(a.type)) for a in op._schema.arguments
-                if a.name not in outs and not (a.kwarg_only and a.name in _FACTORY_KWARGS)]
-
-    packet = getattr(torch.ops.aten, func._opname)
-    for name in packet.overloads():
-        candidate = getattr(packet, name)
-        if candidate is not func and not _out_arguments(candidate) and inputs(candidate) == inputs(func):
-            return candidate
-    return None
-
-
 @dataclasses.dataclass(frozen=True)
 class _Kind:
     """How `dispatch` treats an overload, worked out once per overload."""
@@ -303,22 +272,10 @@ def _kind(func) -> _Kind:
     # By id: OpOverload hashes in Python, which costs a microsecond on every call.
     entry = _KINDS.get(id(func))
     if entry is None or entry[0] is not func:
-        kind = _Kind(_SPECIAL.get(func), func.is_view or func in _UNTRACKED_VIEWS, tuple(_out_arguments(func)),
-                     tu.written_argument(func))
+        kind = _Kind(_SPECIAL.get(func), func.is_view or func in _UNTRACKED_VIEWS, aten_schema.out_arguments(func),
+                     aten_schema.written_argument(func))
         entry = _KINDS[id(func)] = (func, kind)
     return entry[1]
-
-
-def _with_defaults(func, args: tuple) -> tuple:
-    """`args` with the trailing positional arguments PyTorch's dispatcher dropped because they
-    equal their defaults (Dropout calls `bernoulli_(0.5)` as `bernoulli_()`): the functional
-    twin may have no default for them (`bernoulli.p`)."""
-    filled = list(args)
-    for argument in [a for a in func._schema.arguments if not a.kwarg_only][len(args):]:
-        if not argument.has_default_value():
-            break
-        filled.append(argument.default_value)
-    return tuple(filled)
 
 
 def dispatch(func, args, kwargs):
@@ -345,18 +302,18 @@ def _dispatch(func, args, kwargs):
     written = kind.written
     if written is None:
         return _compute(func, args, kwargs, signature and Sighting(*signature))
-    functional = tu.functional_variant(func)
+    functional = aten_schema.functional_variant(func)
     if functional is not None:
-        args = _with_defaults(func, args)
+        args = aten_schema.with_defaults(func, args)
     if functional is None:
-        functional = tu.functional_variant_by_name(func)
+        functional = aten_schema.functional_variant_by_name(func)
         if functional is not None:  # its arguments in another order: pass them all by name
             args, kwargs = (), {**dict(zip((a.name for a in func._schema.arguments), args)), **kwargs}
             written = func._schema.arguments[written].name
     if functional is None:
-        functional = tu.functional_variant(func, suffix="_functional")
+        functional = aten_schema.functional_variant(func, suffix="_functional")
     if functional is None:
-        twin = _functional_twin(func)
+        twin = aten_schema.functional_twin(func)
         if twin is None:
             raise UnsupportedOpsError([OpUse(str(func), "", "", _user_line())])
         return _run_functional_twin(func, twin, args, kwargs)
@@ -380,18 +337,9 @@ def _dispatch(func, args, kwargs):
     return target
 
 
-@functools.cache
-def _functional_twin(func):
-    """For an op that updates some inputs besides computing outputs (`_native_batch_norm_legit`
-    updates the running statistics), PyTorch's functional twin that returns the updates."""
-    packet = getattr(torch.ops.aten, func._opname + "_functional", None)
-    return getattr(packet, func._overloadname, None) if packet is not None else None
-
-
 def _run_functional_twin(func, twin, args, kwargs):
     """Run the twin, write its trailing outputs into the inputs `func` updates, return the rest."""
-    updated = [i for i, a in enumerate(func._schema.arguments)
-               if a.alias_info is not None and a.alias_info.is_write]
+    updated = aten_schema.updated_arguments(func)
     results = list(_compute(twin, args, kwargs))
     for position, value in zip(updated, results[len(results) - len(updated):]):
         target = args[position] if position < len(args) else None
@@ -403,13 +351,13 @@ def _run_functional_twin(func, twin, args, kwargs):
 
 def _run_out(func, args, kwargs, out_names):
     """`op(..., out=t)`: compute functionally, then resize and fill `t` as PyTorch does."""
-    functional = _functional_sibling(func)
+    functional = aten_schema.out_variant_source(func)
     if functional is None:
         raise UnsupportedOpsError([OpUse(str(func), "", "", _user_line())])
     outs = [t for n in out_names for t in (kwargs[n] if isinstance(kwargs[n], (list, tuple)) else [kwargs[n]])]
     inputs = {k: v for k, v in kwargs.items() if k not in out_names}
     if (not any(a.name == "dtype" for a in func._schema.arguments)
-            and any(a.name == "dtype" and a.kwarg_only for a in functional._schema.arguments)):
+            and aten_schema.fills_dtype(functional)):
         inputs["dtype"] = outs[0].dtype  # a factory makes what its out tensor holds
     result = _compute(functional, args, inputs)
     results = list(result) if isinstance(result, (list, tuple)) else [result]
@@ -465,11 +413,11 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non
         target = JAX_DEVICE
     # `.to()` copies: a jax.Array sharing a CPU tensor's memory (DLPack) would see later
     # in-place writes to that tensor.
-    value = self.jax() if isinstance(self, JaxTensor) else jnp.array(tu.to_jax(self), copy=True)
+    value = self.jax() if isinstance(self, JaxTensor) else jnp.array(dlpack.to_jax(self), copy=True)
     if target.type == "jax":
-        want = tu.jax_dtype(dtype)
+        want = dtypes.jax_dtype(dtype)
         return JaxTensor.from_array(value.astype(want), dtype)
-    out = tu.to_torch(np.asarray(value))
+    out = dlpack.to_torch(np.asarray(value))
     return out.to(device=target, dtype=dtype)
 
 
@@ -493,12 +441,12 @@ class _ToJax(torch.autograd.Function):
 
 
 def _copy_(self, src, non_blocking=False):
-    value = src.jax() if isinstance(src, JaxTensor) else jnp.array(tu.to_jax(src), copy=True)
+    value = src.jax() if isinstance(src, JaxTensor) else jnp.array(dlpack.to_jax(src), copy=True)
     if isinstance(self, JaxTensor):
         self._write(value)
         return self
     with torch.no_grad():  # a CPU destination: copy the values over
-        self.copy_(tu.to_torch(np.asarray(value)))
+        self.copy_(dlpack.to_torch(np.asarray(value)))
     return self
 
 
@@ -543,3 +491,5 @@ _SPECIAL = {
     torch.ops.aten._conj.default: _conjugate,
     torch.ops.aten._neg_view.default: _negative,
 }
+
+_table.dispatch = dispatch

@@ -9,24 +9,23 @@ library registers them. `register_archive_types(path)` reads the names from the 
 (nothing is unpickled) and registers them, but only for the packages in `PACKAGES`, only when
 installed, and only classes that are pytree nodes once their module is imported or that the
 package's own registrar accepts; a name from a file never imports anything else. What cannot be
-resolved is one `ModelFileError` line. `quiet_torch_logs()` keeps torch's logged tracebacks from
-reaching the user while an archive loads.
+resolved is one `ModelFileError` line.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
 import json
-import logging
 import re
 import zipfile
 from collections.abc import Callable, Iterator
 
-from .errors import ModelFileError, one_line
+import torch.utils._pytree as pytree
+
+from ...errors import ModelFileError, one_line
 
 _IDENTIFIERS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
@@ -34,7 +33,7 @@ _IDENTIFIERS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z"
 def _register_transformers(cls: type) -> None:
     """A transformers cache (the exporter's own rule: a `Cache` subclass or a `*Cache` class),
     registered the way transformers' exporter registers it when exporting."""
-    from transformers.exporters import exporter_dynamo
+    from transformers.exporters import exporter_dynamo  # transformers: optional (`jaxport[hf]`)
 
     if exporter_dynamo.is_cache_class(cls):
         exporter_dynamo.register_pytree_node(cls)
@@ -159,8 +158,6 @@ def _check_context(context: object, name: str, path: str, where: str) -> None:
 
 def register_archive_types(path: str) -> None:
     """Register the pytree types the archive at `path` names (see the module docstring)."""
-    import torch.utils._pytree as pytree
-
     for where, schema in _archive_specs(path):
         for name, context in _spec_types(schema):
             if name in pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE and name.split(".")[0].split(":")[0] not in PACKAGES:
@@ -172,27 +169,3 @@ def register_archive_types(path: str) -> None:
                 raise ModelFileError(f"{path}: its {where} use {name}, which is not a type {cls.__module__.split('.')[0]} "
                                      "registers as a pytree node (jaxport reads its model outputs and caches)")
             _check_context(context, name, path, where)
-
-
-@contextlib.contextmanager
-def quiet_torch_logs() -> Iterator[list[logging.LogRecord]]:
-    """torch's loggers silenced; yields the records they would have printed (torch.export.load logs
-    the real reason a load failed, with its traceback, and raises a vaguer error)."""
-    records: list[logging.LogRecord] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record)
-
-    keep = Keep(logging.WARNING)
-    loggers = [logging.getLogger("torch")] + [
-        logger for name, logger in list(logging.root.manager.loggerDict.items())
-        if name.startswith("torch.") and isinstance(logger, logging.Logger) and logger.handlers]
-    saved = [(logger, logger.handlers) for logger in loggers]
-    for logger in loggers:
-        logger.handlers = [keep]
-    try:
-        yield records
-    finally:
-        for logger, handlers in saved:
-            logger.handlers = handlers

@@ -38,7 +38,13 @@ import zipfile
 import zlib
 from typing import Any
 
-from .errors import ModelFileError, one_line
+import sympy
+import torch
+import torch.utils._sympy.functions as torch_functions
+from torch._export.serde import schema, serialize
+
+from ...errors import ModelFileError, one_line
+from ..torch_export import quiet_torch_logs
 
 _MODEL = "model"  # the program torch.export.load returns
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -88,10 +94,6 @@ class _Archive:
 
 def load(path: str):
     """The `ExportedProgram` saved at `path` (see the module docstring); no code from the file runs."""
-    from torch._export.serde import schema, serialize
-
-    from ._pytree_types import quiet_torch_logs
-
     archive = _Archive(path)
     if "archive_format" in archive.members or f"models/{_MODEL}.json" in archive.members:
         fmt = archive.read("archive_format").decode("utf-8", "replace").strip() \
@@ -146,8 +148,6 @@ def load(path: str):
 
 def _payloads(archive: _Archive, config_name: str, directory: str, kind: str, legacy: str) -> dict:
     """{fqn: tensor} from a weights or constants config and its raw (or restricted-pickle) members."""
-    import torch
-
     if legacy in archive.members and config_name not in archive.members:
         return _unpickle(archive, legacy, f"the {kind}s", dict)
     if config_name not in archive.members:
@@ -197,9 +197,6 @@ def _payloads(archive: _Archive, config_name: str, directory: str, kind: str, le
 
 
 def _tensor_meta(archive: _Archive, config_name: str, what: str, meta) -> tuple:
-    import torch
-    from torch._export.serde import schema, serialize
-
     def ints(values, name):
         if not isinstance(values, list) or not all(
                 isinstance(v, dict) and type(v.get("as_int")) is int and v["as_int"] >= 0 for v in values):
@@ -223,8 +220,6 @@ def _tensor_meta(archive: _Archive, config_name: str, what: str, meta) -> tuple:
 
 def _storage(archive: _Archive, member: str, dtype, what: str):
     """The member's bytes as a flat tensor of `dtype`, its size checked before it is read."""
-    import torch
-
     if member not in archive.members:
         raise archive.unreadable(f"{member} (of {what}) is missing")
     itemsize = torch.empty((), dtype=dtype).element_size()
@@ -242,10 +237,6 @@ def _storage(archive: _Archive, member: str, dtype, what: str):
 
 def _unpickle(archive: _Archive, member: str, what: str, kind: type):
     """`torch.load(weights_only=True)` of a member: tensors and plain containers only."""
-    import torch
-
-    from ._pytree_types import quiet_torch_logs
-
     data = archive.read(member)
     try:
         with warnings.catch_warnings(), quiet_torch_logs():
@@ -286,9 +277,6 @@ _MAX_BITS = 4096
 
 def _sympy_names() -> frozenset[str]:
     """Names an expression may use: the sympy names above and torch's size functions."""
-    import sympy
-    import torch.utils._sympy.functions as torch_functions
-
     names = set(_SYMPY_NAMES)
     for name in dir(torch_functions):
         obj = getattr(torch_functions, name, None)

@@ -1,7 +1,7 @@
 """Language models that generate: a Hugging Face causal LM as pure JAX over an explicit KV cache.
 
 `from_causal_lm` exports one step of the model with `torch.export`
-(`frontends.hugging_face.CausalLMStep`: new tokens in, logits and the written cache out, the
+(`generation.step.CausalLMStep`: new tokens in, logits and the written cache out, the
 batch and the number of new tokens symbolic) and converts it once; prefill (T = prompt length)
 and decode (T = 1) are two JAX traces of that one program. The cache is a pytree of preallocated
 arrays the caller owns:
@@ -18,7 +18,6 @@ greedy or sampled tokens chosen as transformers' logits processors choose them.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,9 +27,15 @@ import numpy as np
 import torch
 from jax import lax
 
-from . import _torch_utils as tu
-from .errors import InputError
-from .model import JaxModel
+from .. import dtypes
+from ..backends.inputs import as_jax
+from ..backends.model import JaxModel
+from ..backends.serialization import export
+from ..convert import from_torch
+from ..errors import InputError
+from ..frontends.hugging_face import is_model
+from .sampling import Sampling, process_logits
+from .step import CausalLMStep
 
 #: Generation settings a Hugging Face generation config may hold that change the tokens and that
 #: `CausalLM.generate` does not implement, with the value that leaves them off.
@@ -43,41 +48,6 @@ _UNSUPPORTED_SETTINGS = {
     "encoder_no_repeat_ngram_size": 0, "diversity_penalty": 0.0, "penalty_alpha": None,
     "low_memory": None, "watermarking_config": None,
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class Sampling:
-    """How `generate` picks each token: greedy (`do_sample=False`) or from the logits processed
-    with temperature, then top-k, then top-p, in transformers' order."""
-
-    do_sample: bool = False
-    temperature: float = 1.0
-    top_k: int | None = None
-    top_p: float | None = None
-
-
-def process_logits(logits: jax.Array, *, temperature: float = 1.0, top_k: int | None = None,
-                   top_p: float | None = None, min_tokens_to_keep: int = 1) -> jax.Array:
-    """Next-token logits `[..., vocab]` as transformers' sampling processors leave them, in float32:
-    `TemperatureLogitsWarper` (divide by `temperature`), `TopKLogitsWarper` (-inf below the k-th
-    largest, ties with it kept) and `TopPLogitsWarper` (-inf for the smallest tokens whose
-    probabilities sum to at most 1 - `top_p`), each skipped at its neutral value."""
-    scores = logits.astype(jnp.float32)
-    if temperature is not None and temperature != 1.0:
-        scores = scores / jnp.float32(temperature)
-    if top_k is not None and top_k != 0:
-        k = min(max(top_k, min_tokens_to_keep), scores.shape[-1])
-        kth = lax.top_k(scores, k)[0][..., -1:]
-        scores = jnp.where(scores < kth, -jnp.inf, scores)
-    if top_p is not None and top_p < 1.0:
-        order = jnp.argsort(scores, axis=-1)  # ascending, as transformers sorts
-        ascending = jnp.take_along_axis(scores, order, axis=-1)
-        cumulative = jnp.cumsum(jax.nn.softmax(ascending, axis=-1), axis=-1)
-        drop = cumulative <= 1 - top_p
-        drop = drop.at[..., -min_tokens_to_keep:].set(False)
-        dropped = jnp.put_along_axis(jnp.zeros_like(drop), order, drop, axis=-1, inplace=False)
-        scores = jnp.where(dropped, -jnp.inf, scores)
-    return scores
 
 
 def _positions(mask: jax.Array) -> jax.Array:
@@ -166,8 +136,6 @@ class CausalLM:
         the batch and the number of new tokens symbolic: it serves both prefill and decode steps,
         `(input_ids, slot mask, positions, length, keys, values) -> (logits, keys, values)`, on
         its own weights, without PyTorch or the converter."""
-        from .serialization import export
-
         cache = self.init_cache(min(2, self.max_batch))
         batch = cache["mask"].shape[0]
         tokens = np.zeros((batch, 1), np.int32)
@@ -280,18 +248,17 @@ class CausalLM:
 
 
 def _token_array(value, what: str) -> jax.Array:
-    if isinstance(value, jax.Array):  # kept where it is (a batch sharded over a mesh stays sharded)
-        if not jnp.issubdtype(value.dtype, jnp.integer) and value.dtype != jnp.bool_:
-            raise InputError(f"{what} should hold integers, got {value.dtype}")
-        return value.astype(jnp.int32)
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().numpy()
-    array = np.asarray(value)
-    if array.dtype.kind not in "iub":
+    """Token ids (or a mask) as an int32 JAX array, through the one input converter: a JAX array
+    stays where it is (a batch sharded over a mesh stays sharded)."""
+    array = as_jax(value, what)
+    if not hasattr(array, "dtype"):
+        array = jnp.asarray(array)
+    if not (jnp.issubdtype(array.dtype, jnp.integer) or array.dtype == jnp.bool_):
         raise InputError(f"{what} should hold integers, got {array.dtype}")
-    if array.size and (array.min() < np.iinfo(np.int32).min or array.max() > np.iinfo(np.int32).max):
+    if array.dtype.itemsize > 4 and not isinstance(array, jax.core.Tracer) and array.size and (
+            int(array.min()) < np.iinfo(np.int32).min or int(array.max()) > np.iinfo(np.int32).max):
         raise InputError(f"{what} holds values beyond int32")
-    return jnp.asarray(array.astype(np.int32))
+    return array.astype(jnp.int32)
 
 
 def _default_mask(ids: jax.Array, eos: tuple[int, ...], pad: int) -> jax.Array:
@@ -310,9 +277,6 @@ def from_causal_lm(model: torch.nn.Module, *, max_length: int, max_batch: int = 
       max_length: cache slots per row: the longest prompt plus new tokens.
       max_batch: the most rows a cache holds (the step is exported with the batch symbolic, 1..max_batch).
     """
-    from .convert import from_torch
-    from .frontends.hugging_face import CausalLMStep, is_model
-
     if not is_model(model):
         raise InputError(f"from_causal_lm takes a transformers PreTrainedModel, got {type(model).__name__}")
     if max_length < 2 or max_batch < 1:
@@ -331,7 +295,7 @@ def from_causal_lm(model: torch.nn.Module, *, max_length: int, max_batch: int = 
     converted = from_torch(step, example, dynamic_shapes=dynamic, train=False)
     config = step.text_config
     layer_types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
-    return CausalLM(converted, cache_shapes=step.cache_shapes(1), cache_dtype=tu.jax_dtype(dtype),
+    return CausalLM(converted, cache_shapes=step.cache_shapes(1), cache_dtype=dtypes.jax_dtype(dtype),
                     max_batch=max_batch, max_length=max_length, layer_types=layer_types,
                     generation_config=_generation_config(model), name=type(model).__name__)
 
@@ -344,6 +308,3 @@ def _generation_config(model) -> Any:
     except Exception:  # noqa: BLE001 - an older transformers: its config as it is
         config = model.generation_config
     return config
-
-
-__all__ = ["CausalLM", "Sampling", "from_causal_lm", "process_logits"]

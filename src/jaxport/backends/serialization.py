@@ -47,9 +47,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .errors import InputError, SerializationError, one_line
-from .model import JaxModel, _as_jax, flatten_by_name
-from .program import interpret
+from ..errors import InputError, SerializationError, one_line
+from ..ir import flatten_by_name, interpret
+from .inputs import as_jax
+from .model import JaxModel
 
 EXPORT_FILE = "model.jaxexport"
 WEIGHTS_FILE = "weights.safetensors"
@@ -109,7 +110,7 @@ class ExportedModel:
         arrays = []
         sizes: dict[str, tuple[int, str]] = {}
         for x, name, shape, dtype in zip(leaves, self.input_names, self.input_shapes, self.input_dtypes):
-            x = _as_jax(x, what=f"input '{name}'")
+            x = as_jax(x, what=f"input '{name}'")
             if not hasattr(x, "shape"):
                 x = jnp.asarray(x)
             want = "[" + ", ".join(map(str, shape)) + "]"
@@ -300,7 +301,7 @@ def export(
     names = [s.name for s in specs]
     examples = []
     for x, spec in zip(leaves, specs):
-        x = _as_jax(x, what=f"input '{spec.name}'")
+        x = as_jax(x, what=f"input '{spec.name}'")
         if not hasattr(x, "shape"):
             raise SerializationError(f"input '{spec.name}' is a {type(x).__name__}, not a tensor; "
                                      "only tensor inputs can be exported")

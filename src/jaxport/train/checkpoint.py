@@ -20,9 +20,13 @@ from collections.abc import Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
+import torch
+from jax.experimental import multihost_utils
 
-from .errors import InputError
-from .training import TrainState
+from ..backends.serialization import read_safetensors
+from ..dlpack import to_torch
+from ..errors import InputError
+from .state import TrainState
 
 _WEIGHTS = "weights.safetensors"
 _OPTIMIZER = "optimizer.safetensors"
@@ -33,8 +37,6 @@ _FORMAT = 1
 def _host(array) -> np.ndarray:
     """The whole array on this host (gathered across processes when it is sharded over them)."""
     if isinstance(array, jax.Array) and not array.is_fully_addressable:
-        from jax.experimental import multihost_utils
-
         return np.asarray(multihost_utils.process_allgather(array, tiled=True))
     return np.asarray(array)
 
@@ -50,7 +52,7 @@ def save_checkpoint(directory: str | os.PathLike, state: TrainState) -> None:
     In a multi-process run every process must call this (sharded arrays are gathered
     collectively); only process 0 writes.
     """
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save_file  # optional (`jaxport[train]`)
 
     weights = {k: _host(v) for k, v in state.model_params().items()}
     optimizer = _optimizer_arrays(state.opt_state)
@@ -109,8 +111,6 @@ def _read_meta(path: str) -> dict:
 
 def load_checkpoint(directory: str | os.PathLike, like: TrainState) -> TrainState:
     """The state saved in `directory`, in the structure and placement of `like`."""
-    from .serialization import read_safetensors
-
     path = os.path.join(directory, _STATE)
     if not os.path.exists(path):
         raise InputError(f"{directory} is not a jaxport checkpoint (no {_STATE})")
@@ -156,10 +156,6 @@ def load_into_torch(module, params: Mapping[str, jax.Array] | TrainState):
     the first name: the module's other names for the same tensor take that value. Every entry
     of the module's `state_dict` must be found; the module keeps its dtypes and devices.
     """
-    import torch
-
-    from ._torch_utils import to_torch
-
     values = params.model_params() if isinstance(params, TrainState) else dict(params)
     state = module.state_dict(keep_vars=True)
     first_name: dict[int, str] = {}

@@ -28,11 +28,12 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from ... import _torch_utils as tu
+from .. import dtypes
+from . import _table
 
 #: The device torch's dispatcher sees; `JaxTensor.device` reports `jax`.
 _WRAPPER_DEVICE = torch.device("meta")
-JAX_DEVICE = torch.device("jax", 0)  # valid once eager/__init__ renames PrivateUse1 to "jax"
+JAX_DEVICE = torch.device("jax", 0)  # valid once jaxport.tensor renames PrivateUse1 to "jax"
 
 
 class Storage:
@@ -151,7 +152,7 @@ class JaxTensor(torch.Tensor):
         if not isinstance(array, jax.Array):
             array = jnp.asarray(array)
         if dtype is None:
-            dtype = tu.torch_dtype(array.dtype)
+            dtype = dtypes.torch_dtype(array.dtype)
         size = tuple(array.shape)
         return cls(Storage(array), size, _contiguous_strides(size), 0, dtype, requires_grad)
 
@@ -210,7 +211,7 @@ class JaxTensor(torch.Tensor):
     def __setitem__(self, index, value) -> None:
         if not isinstance(value, torch.Tensor):
             value = JaxTensor.from_array(
-                jnp.asarray(value, tu.jax_dtype(self.dtype)),
+                jnp.asarray(value, dtypes.jax_dtype(self.dtype)),
                 self.dtype,
             )
         super().__setitem__(index_tensors(index), value)
@@ -219,7 +220,7 @@ class JaxTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        return _dispatch.dispatch(func, args, kwargs or {})
+        return _table.dispatch(func, args, kwargs or {})
 
 
 def index_tensors(index):
@@ -235,7 +236,3 @@ def _numbers_only(data) -> bool:
     if isinstance(data, (list, tuple)):
         return all(_numbers_only(d) for d in data)
     return isinstance(data, (int, float, bool))
-
-
-# Dispatch needs JaxTensor; imported last so either module can be imported first.
-from . import dispatch as _dispatch  # noqa: E402

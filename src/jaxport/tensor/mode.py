@@ -17,8 +17,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import _table
 from . import dispatch as _dispatch
-from .tensor import JaxTensor, index_tensors
+from .jax_tensor import JaxTensor, index_tensors
 
 
 def _on_jax(value) -> bool:
@@ -157,3 +158,5 @@ def disable() -> None:
     if _global_mode is not None:
         _global_mode.__exit__(None, None, None)
         _global_mode = None
+
+_table.eager = eager

@@ -3,82 +3,15 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from . import _narrowing
-from .errors import InputError, ModelFileError
-from .program import Input, Program, interpret
-
-
-def _as_jax(x, what: str):
-    """Torch tensors and NumPy arrays become JAX arrays; Python scalars stay as they are. Values
-    that JAX's 64-bit narrowing (x64 off) would change by more than rounding are an `InputError`."""
-    if isinstance(x, jax.Array):
-        return x
-    if isinstance(x, (np.ndarray, np.generic)):
-        _narrowing.check_array(x, what, InputError)
-        return jnp.asarray(x) if isinstance(x, np.ndarray) else x
-    if type(x).__module__.startswith("torch"):
-        from ._torch_utils import to_jax
-
-        return to_jax(x, what=what, error=InputError)
-    return x
-
-
-def _as_param(x, name: str):
-    """A weight as a JAX array; a value JAX's 64-bit narrowing would change by more than rounding
-    is a `ModelFileError`."""
-    if isinstance(x, np.ndarray):
-        _narrowing.check_array(x, f"weight '{name}'", ModelFileError)
-        return jnp.asarray(x)
-    return x
-
-
-def _check_input(x, spec: Input, hint: str = "") -> None:
-    if spec.spec is None or not hasattr(x, "shape"):
-        return
-    want = spec.spec
-    shape = tuple(x.shape)
-    if not want.admits(shape):
-        fixed = want.shape is not None and None not in want.shape
-        raise InputError(
-            f"input '{spec.name}' has shape {shape}, but the model expects {want.describe()}"
-            + (f" ({hint})" if fixed and hint else "")
-        )
-    expected = np.dtype(jax.dtypes.canonicalize_dtype(want.dtype))
-    if np.dtype(x.dtype) != expected:
-        raise InputError(
-            f"input '{spec.name}' has dtype {np.dtype(x.dtype).name}, but the model expects "
-            f"{np.dtype(want.dtype).name}"
-        )
-
-
-def flatten_by_name(names: Sequence[str]) -> Callable[[tuple, dict], list]:
-    """Inputs given by position, then by name, as a flat list in `names` order: how models whose
-    inputs are named graph inputs (ONNX, a reloaded export) take them."""
-    names = list(names)
-
-    def flatten(args: tuple, kwargs: dict) -> list:
-        if len(args) > len(names):
-            raise InputError(f"the model takes {len(names)} input(s) ({', '.join(names)}); got {len(args)}")
-        values = dict(zip(names, args))
-        for key, value in kwargs.items():
-            if key not in names:
-                raise InputError(f"the model has no input '{key}'; its inputs are {', '.join(names)}")
-            if key in values:
-                raise InputError(f"input '{key}' given twice")
-            values[key] = value
-        missing = [n for n in names if n not in values]
-        if missing:
-            raise InputError(f"missing input(s): {', '.join(missing)} (the model takes {', '.join(names)})")
-        return [values[n] for n in names]
-
-    return flatten
+from ..errors import InputError, ModelFileError
+from ..ir import Translation, interpret
+from .inputs import as_jax, check_input
 
 
 class JaxModel:
@@ -103,35 +36,22 @@ class JaxModel:
     and draws dropout masks from the `rng=` key that `apply` then requires.
     """
 
-    def __init__(
-        self,
-        program: Program,
-        params: dict[str, jax.Array],
-        *,
-        flatten_inputs: Callable[[tuple, dict], list],
-        build_outputs: Callable[[list], Any],
-        parameter_names: Sequence[str] = (),
-        buffer_names: Sequence[str] = (),
-        tied: Mapping[str, str] | None = None,
-        name: str = "model",
-        fixed_shape_hint: str = "",
-        training: bool = False,
-    ):
-        self.program = program
-        if any(isinstance(v, np.ndarray) for v in params.values()):
-            params = {k: _as_param(v, k) for k, v in params.items()}
-        self.params = params
-        self.parameter_names = tuple(parameter_names)
-        self.buffer_names = tuple(buffer_names)
-        self.tied = dict(tied or {})
-        self.name = name
-        self.training = training
+    def __init__(self, translation: Translation):
+        program = self.program = translation.program
+        self.params = {k: as_jax(v, f"weight '{k}'", ModelFileError) for k, v in translation.params.items()}
+        self.parameter_names = tuple(translation.parameter_names)
+        self.buffer_names = tuple(translation.buffer_names)
+        self.tied = dict(translation.tied)
+        self.name = translation.name
+        self.training = translation.training
+        #: Names of the flat outputs, where the source format has them (ONNX graph outputs).
+        self.output_names = None if translation.output_names is None else tuple(translation.output_names)
         #: Nodes that draw random numbers: in a training-mode model they need `rng=`.
         self.random_nodes = program.random_nodes()
         #: What to do about an input whose fixed shape does not match (frontend-specific).
-        self.fixed_shape_hint = fixed_shape_hint
-        self._flatten_inputs = flatten_inputs
-        self._build_outputs = build_outputs
+        self.fixed_shape_hint = translation.fixed_shape_hint
+        self._flatten_inputs = translation.flatten_inputs
+        self._build_outputs = translation.build_outputs
         self.jittable = not program.value_dependent_nodes()
         self._jitted = jax.jit(self._run) if self.jittable else self._run
         self.strict = False
@@ -176,8 +96,8 @@ class JaxModel:
         """The program on flat inputs: pure, and what `__call__` jits."""
         inputs = []
         for x, spec in zip(leaves, self.program.user_inputs):
-            x = _as_jax(x, what=f"input '{spec.name}'")
-            _check_input(x, spec, self.fixed_shape_hint)
+            x = as_jax(x, what=f"input '{spec.name}'")
+            check_input(x, spec, self.fixed_shape_hint)
             inputs.append(x)
         return interpret(self.program, params, inputs, strict=self.strict, rng=rng)
 
@@ -190,7 +110,7 @@ class JaxModel:
         self._require_rng(rng)
         # Flattened first, so inputs jax.jit cannot take (a Hugging Face cache object) arrive as arrays.
         leaves = self._flatten_inputs(args, kwargs)
-        leaves = [_as_jax(x, f"input '{spec.name}'") for x, spec in zip(leaves, self.program.user_inputs)]
+        leaves = [as_jax(x, f"input '{spec.name}'") for x, spec in zip(leaves, self.program.user_inputs)]
         flat, _updates = run(leaves, rng)
         return self._build_outputs(flat)
 

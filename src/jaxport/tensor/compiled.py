@@ -16,9 +16,9 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from ... import _torch_utils as tu
+from .. import dtypes
 from .arguments import Lowered, Slot, lowering_arguments, unwrap
-from .tensor import JaxTensor, Storage, _contiguous_strides, read_window, write_window
+from .jax_tensor import JaxTensor, Storage, _contiguous_strides, read_window, write_window
 
 #: Sightings of a call signature before it is compiled: once is a one-off (a test sample,
 #: a shape seen at start-up), twice is a loop.
@@ -62,7 +62,7 @@ def _call_key(func, args, kwargs, tensors: list):
         # id(func): OpOverload hashes in Python, and overloads live as long as the process.
         # The default dtype decides factories' output dtypes (torch.arange(0.5, 3)).
         # So does torch's float32 matmul precision, traced into the compiled call.
-        key = [id(func), jax.config.jax_enable_x64, torch.get_default_dtype(), tu.matmul_precision()]
+        key = [id(func), jax.config.jax_enable_x64, torch.get_default_dtype(), dtypes.matmul_precision()]
         for value in args:
             key.append(_signature(value, tensors))
         for name, value in kwargs.items():
@@ -180,8 +180,8 @@ def _traceable(plan: Lowered, args, kwargs, meta, written: int | None):
     args, kwargs = _template(tuple(args)), {k: _template(v) for k, v in kwargs.items()}
     slots = _slots((args, tuple(kwargs.values())))  # in _call_key's order
     metas = list(meta) if isinstance(meta, (list, tuple)) else [meta]
-    wanted = [tu.jax_dtype(m.dtype) for m in metas]
-    precision = tu.matmul_precision()
+    wanted = [dtypes.jax_dtype(m.dtype) for m in metas]
+    precision = dtypes.matmul_precision()
 
     def run(*arrays):
         inputs = iter(arrays)

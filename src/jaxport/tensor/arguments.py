@@ -10,9 +10,10 @@ from typing import Any
 import jax.numpy as jnp
 import torch
 
-from ... import _torch_utils as tu
-from ...ops import registry
-from .tensor import JaxTensor
+from .. import dlpack, dtypes
+from ..frontends import aten_schema
+from ..ops import registry
+from .jax_tensor import JaxTensor
 
 
 def unwrap(value):
@@ -20,9 +21,9 @@ def unwrap(value):
     if isinstance(value, JaxTensor):
         return value.jax()
     if isinstance(value, torch.Tensor):  # a CPU tensor mixed in: copied, as results may alias it
-        return jnp.array(tu.to_jax(value), copy=True)
+        return jnp.array(dlpack.to_jax(value), copy=True)
     if isinstance(value, torch.dtype):
-        return tu.jax_dtype(value)
+        return dtypes.jax_dtype(value)
     if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
         return None
     if isinstance(value, (list, tuple)):
@@ -44,7 +45,7 @@ def lowered(func) -> Lowered:
     name = str(func)
     return Lowered(
         registry.lookup(name),
-        any(a.name == "dtype" and a.kwarg_only for a in func._schema.arguments),
+        aten_schema.fills_dtype(func),
         registry.random_keyword(name),
     )
 
@@ -60,9 +61,9 @@ def lowering_arguments(plan: Lowered, args, kwargs, meta, tensor_value):
         return unwrap(value)
 
     positional = convert(tuple(args))
-    keywords = {k: convert(v) for k, v in kwargs.items() if k not in tu.PLACEMENT_KWARGS}
+    keywords = {k: convert(v) for k, v in kwargs.items() if k not in aten_schema.PLACEMENT_KWARGS}
     if plan.fills_dtype and keywords.get("dtype") is None and isinstance(meta, torch.Tensor):
-        keywords["dtype"] = tu.jax_dtype(meta.dtype)
+        keywords["dtype"] = dtypes.jax_dtype(meta.dtype)
     keywords.pop("generator", None)
     return positional, keywords
 

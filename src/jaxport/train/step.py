@@ -1,11 +1,11 @@
 """Training a converted model in JAX: a jitted optax step, and its state as one pytree.
 
     model = jaxport.from_torch(module, (x,), train=True)
-    step = jaxport.train_step(model, loss_fn, optax.adam(1e-3))
+    step = jaxport.train.train_step(model, loss_fn, optax.adam(1e-3))
     state = step.init(jax.random.key(0))
     for batch in batches:
         state, metrics = step(state, batch)
-    jaxport.load_into_torch(module, state)
+    jaxport.train.load_into_torch(module, state)
 
 `loss_fn(outputs, batch)` returns the scalar loss, or `(loss, {name: metric})`.
 A batch is `(inputs, *rest)`: the model is called on `inputs` (an array, a tuple
@@ -14,37 +14,16 @@ of positional inputs, or a dict of keyword inputs); `inputs=` overrides that.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from .errors import InputError
-from .model import JaxModel
-
-
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class TrainState:
-    """Everything a training step reads and writes, as one pytree.
-
-    `params` are the trainable parameters, `buffers` everything else the model reads
-    (BatchNorm running statistics, frozen parameters), both keyed by `state_dict`
-    name; `opt_state` is the optax state; `rng` the key this run's dropout masks
-    derive from (step `n` uses `fold_in(rng, n)`); `step` counts updates.
-    """
-
-    params: dict[str, jax.Array]
-    buffers: dict[str, jax.Array]
-    opt_state: Any
-    rng: jax.Array
-    step: jax.Array
-
-    def model_params(self) -> dict[str, jax.Array]:
-        """`params` and `buffers` together: what `JaxModel.apply` takes."""
-        return {**self.buffers, **self.params}
+from ..backends.model import JaxModel
+from ..errors import InputError
+from ..sharding import follow_params
+from .state import TrainState
 
 
 def _model_inputs(inputs) -> tuple[tuple, dict]:
@@ -101,9 +80,7 @@ class TrainStep:
         buffers = {k: v for k, v in params.items() if k not in self.trainable_names}
         key = jax.random.key(rng) if isinstance(rng, int) else rng
         state = TrainState(trainable, buffers, self.optimizer.init(trainable), key, jnp.zeros((), jnp.int32))
-        from .sharding import follow_params  # imported here: sharding imports this module
-
-        return follow_params(state)  # params jaxport.shard placed: the rest joins their mesh
+        return follow_params(state)  # params jaxport.sharding.shard placed: the rest joins their mesh
 
     def loss(self, state: TrainState, batch) -> tuple[jax.Array, tuple[dict, dict]]:
         """(loss, (metrics, buffer updates)) for `batch` at `state`, without updating it."""
@@ -117,7 +94,7 @@ class TrainStep:
         return loss, (metrics, updates)
 
     def _step(self, state: TrainState, batch) -> tuple[TrainState, dict]:
-        import optax
+        import optax  # optional (`jaxport[train]`)
 
         (loss, (metrics, updates)), grads = jax.value_and_grad(self._objective, has_aux=True)(
             state.params, state, batch

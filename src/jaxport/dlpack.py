@@ -1,0 +1,91 @@
+"""Tensors between PyTorch and JAX: through DLPack without a copy where the layout allows.
+
+Every torch value jaxport reads (weights, constants, inputs, eager arguments) and every array it
+hands back to PyTorch crosses here, so JAX's 64-bit narrowing is checked in one place.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from . import dtypes
+
+
+def to_jax(tensor: torch.Tensor, *, what: str = "a tensor", error: type[Exception] | None = None) -> jax.Array:
+    """A torch tensor as a jax.Array, zero-copy through DLPack where the layout allows.
+
+    With JAX's x64 mode off, 64-bit values are narrowed (`dtypes`): float64 with a warning
+    (once per dtype); values the narrow type cannot hold (an int64 beyond int32, a float64 beyond
+    float32's range) raise `error` naming `what` when one is given (inputs, weights), and warn
+    otherwise."""
+    tensor = tensor.detach()
+    if tensor.is_conj():
+        tensor = tensor.resolve_conj()
+    if tensor.is_neg():
+        tensor = tensor.resolve_neg()
+    exact = dtypes.numpy_dtype(tensor.dtype)
+    narrow = dtypes.narrow_dtype(exact)
+    if narrow != exact:
+        found = _extremes(tensor)
+        problem = dtypes.problem(what, exact, *found) if found is not None else None
+        if problem and error is not None:
+            raise error(problem)
+        if exact.kind == "f" or problem:
+            dtypes.warn_narrowing(what, exact)
+        tensor = tensor.to(dtypes.torch_dtype(narrow))
+    if tensor.device.type != "cpu":
+        tensor = tensor.cpu()
+    if not tensor.is_contiguous():
+        tensor = tensor.contiguous()
+    if tensor.dtype != torch.bool and tensor.numel() > 0:
+        try:
+            shared = jax.dlpack.from_dlpack(tensor)
+        except Exception:  # an unaligned buffer or a dtype DLPack lacks: copy below
+            pass
+        else:
+            # DLPack shares the CPU buffer, so the array lives on the CPU; like jnp.asarray, the
+            # result belongs on JAX's default device (a GPU's, where there is one), or a model's
+            # weights would pin every call to the CPU.
+            default = jax.devices()[0]
+            return shared if default.platform == "cpu" else jax.device_put(shared, default)
+    return jnp.asarray(to_numpy(tensor))
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A CPU tensor's values as a NumPy array (bfloat16 and float8 through ml_dtypes)."""
+    tensor = tensor.detach().cpu()
+    if tensor.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
+        bits = torch.int16 if tensor.dtype == torch.bfloat16 else torch.uint8
+        return tensor.view(bits).numpy().view(dtypes.numpy_dtype(tensor.dtype))
+    return tensor.resolve_conj().resolve_neg().numpy()
+
+
+def _extremes(tensor: torch.Tensor) -> tuple | None:
+    """(low, high) of a tensor as `dtypes.problem` takes them; None if empty."""
+    if tensor.numel() == 0:
+        return None
+    if tensor.is_complex():
+        tensor = torch.view_as_real(tensor)
+    if tensor.is_floating_point():
+        finite = tensor[torch.isfinite(tensor)].abs()
+        return 0, (finite.max().item() if finite.numel() else 0)
+    if tensor.dtype == torch.bool:
+        return None
+    return tensor.min().item(), tensor.max().item()
+
+
+def to_torch(array) -> torch.Tensor:
+    """A jax.Array (or NumPy array) as a torch tensor, zero-copy through DLPack where possible."""
+    if not isinstance(array, np.ndarray):
+        try:
+            return torch.from_dlpack(array)
+        except Exception:  # a dtype DLPack lacks (bool on some versions): copy below
+            pass
+    host = np.array(array)  # a writable copy
+    if host.dtype in (np.dtype(jnp.bfloat16), np.dtype(jnp.float8_e4m3fn), np.dtype(jnp.float8_e5m2)):
+        bits = np.int16 if host.dtype == np.dtype(jnp.bfloat16) else np.uint8
+        return torch.from_numpy(host.view(bits)).view(dtypes.torch_dtype(host.dtype))
+    return torch.from_numpy(host)

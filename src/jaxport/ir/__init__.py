@@ -1,0 +1,11 @@
+"""The one small program representation every frontend produces and every backend reads.
+
+    program     `Program`, `Node`, `Ref`, `TensorSpec`, `Input`, `Subgraph`; `Translation`, a
+                frontend's whole result (program, weights, input and output structure)
+    interpret   `interpret`: runs a program with the registered lowerings
+"""
+
+from .interpret import interpret
+from .program import Input, Node, Program, Ref, Subgraph, TensorSpec, Translation, flatten_by_name
+
+__all__ = ["Input", "Node", "Program", "Ref", "Subgraph", "TensorSpec", "Translation", "flatten_by_name", "interpret"]

@@ -1,0 +1,28 @@
+"""The eager frontend: PyTorch code running on JAX arrays through a tensor subclass.
+
+    jax_tensor   `JaxTensor`: a torch.Tensor whose data is a window on a jax.Array storage
+    arguments    dispatcher arguments as a lowering takes them
+    compiled     a call signature seen twice runs as one jitted function
+    dispatch     one ATen call on JaxTensors: the op library's lowering, PyTorch's semantics
+    mode         `eager()`: `device="jax"` factories, `.to("jax")`, `module.to("jax")`
+    device       the `torch.jax` device module PyTorch looks up for `device="jax"`
+
+Importing this package names torch's PrivateUse1 device "jax" (once per process), which is why
+`jaxport` imports it only on first use (`jaxport.eager()`, `jaxport.JaxTensor`).
+"""
+
+import torch
+
+from . import device as _device_module
+
+# `device="jax"` parses as a torch.device once PrivateUse1 carries the name.
+if torch._C._get_privateuse1_backend_name() != "jax":
+    torch.utils.rename_privateuse1_backend("jax")
+if not hasattr(torch, "jax"):
+    torch._register_device_module("jax", _device_module)
+
+from . import dispatch as _dispatch  # noqa: E402, F401  (sets the table's dispatch)
+from .jax_tensor import JaxTensor  # noqa: E402
+from .mode import disable, eager, enable  # noqa: E402
+
+__all__ = ["JaxTensor", "disable", "eager", "enable"]
