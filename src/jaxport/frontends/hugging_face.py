@@ -87,12 +87,15 @@ class _Switch:
         self._original: Any = None
 
     def acquire(self) -> None:
-        from transformers.integrations import sdpa_attention  # transformers: optional (`jaxport[hf]`)
+        from transformers.integrations import (
+            sdpa_attention,  # transformers: optional (`jaxport[hf]`)
+        )
 
         with self._lock:
             if self._holders == 0:
                 original = self._original = sdpa_attention.use_gqa_in_sdpa
 
+                @torch._dynamo.assume_constant_result
                 def use_gqa_in_sdpa(attention_mask, key, value) -> bool:
                     return _FORCE_GQA.get() or original(attention_mask, key, value)
 

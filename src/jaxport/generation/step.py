@@ -1,7 +1,8 @@
 """One step of a Hugging Face causal LM over an explicit cache, as a module `torch.export` traces.
 
 `from_causal_lm` exports this module once (batch and new-token count symbolic) and converts it;
-prefill and decode are two JAX traces of that one program.
+prefill and decode are two JAX traces of that one program. transformers is imported inside the
+methods that use it: it is an optional dependency (`jaxport[hf]`).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ their shape operands statically even under `jax.jit`: floating-point
 initializers are `params`, except one-value literals (scales, epsilons) and
 those an op reads statically (Resize's scales); integer and boolean
 initializers of up to `_STATIC_INITIALIZER_SIZE` values are constants.
+
+`onnx` is imported inside the functions that use it: it is an optional dependency (`jaxport[onnx]`).
 """
 
 from __future__ import annotations
