@@ -12,6 +12,7 @@ The common path is here; the rest lives in named submodules:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import warnings
 from typing import Any
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 
-def eager():
+def eager() -> contextlib.AbstractContextManager[None]:
     """Context manager: within it, `device="jax"` makes PyTorch tensors whose data are jax.Arrays.
 
     `torch.zeros(3, device="jax")`, `t.to("jax")` and `module.to("jax")` give `JaxTensor`s;

@@ -129,3 +129,6 @@ def first_output(output: Any) -> Any:
     if hasattr(output, "to_tuple"):  # a transformers ModelOutput
         return first_output(output.to_tuple())
     return output
+
+
+__all__ = ["OutputCheck", "as_numpy", "compare", "compare_all", "first_output"]

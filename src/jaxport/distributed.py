@@ -67,3 +67,6 @@ def local_rows(mesh: Mesh, global_batch_size: int, axis: str | tuple[str, ...] =
                 "build the global batch with jax.make_array_from_callback instead"
             )
     return slice(blocks[0][0], blocks[-1][1])
+
+
+__all__ = ["initialize", "local_rows"]

@@ -77,7 +77,7 @@ def _extremes(tensor: torch.Tensor) -> tuple | None:
     return tensor.min().item(), tensor.max().item()
 
 
-def to_torch(array) -> torch.Tensor:
+def to_torch(array: jax.Array | np.ndarray) -> torch.Tensor:
     """A jax.Array (or NumPy array) as a torch tensor, zero-copy through DLPack where possible."""
     if not isinstance(array, np.ndarray):
         try:

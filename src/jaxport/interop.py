@@ -61,7 +61,7 @@ def _run_torch(fn: Callable, args: tuple, kwargs: dict) -> Any:
     return torch_pytree.tree_map(_to_array, out)
 
 
-def jax_fn(torch_callable: Callable | torch.nn.Module):
+def jax_fn(torch_callable: Callable | torch.nn.Module) -> Callable | tuple[dict[str, jax.Array], Callable]:
     """A JAX function (on jax.Arrays and pytrees of them) that runs `torch_callable` on JAX.
 
     For a function, returns a function. For an `nn.Module`, returns `(params, apply)` as

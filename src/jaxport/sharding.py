@@ -468,3 +468,8 @@ def describe(target: Any) -> dict[str, str]:
 
     return {k: str(spec(v)) for k, v in params.items() if _axes_of(spec(v))}
 
+
+
+__all__ = ["FSDP_MIN_SIZE", "Rules", "ShardLargest", "ShardingError", "auto_axes", "data_parallel", "describe",
+           "device_mesh", "follow_params", "fsdp", "partition_spec", "shard", "shard_batch", "shardings",
+           "tensor_parallel"]

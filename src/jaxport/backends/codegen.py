@@ -51,6 +51,7 @@ from ..errors import JaxportError, OpUse, UnsupportedOpsError
 from ..ir import Node, Program, Ref, Subgraph, TensorSpec, interpret
 from ..ops import registry
 from ._sources import NotCopyable, OpLibrary
+from .model import JaxModel
 
 #: Constants up to this many values are written inline; larger ones go to constants.safetensors.
 INLINE_CONSTANT_SIZE = 16
@@ -81,7 +82,7 @@ class Emitted:
     formatted: bool
 
 
-def emit(model, out_dir: str | Path, *, force: bool = False) -> Emitted:
+def emit(model: JaxModel, out_dir: str | Path, *, force: bool = False) -> Emitted:
     """Write `model` (a `JaxModel` from `from_torch` or `from_onnx`) as `out_dir/model.py`
     plus its weights (`weights.safetensors`, and `constants.safetensors` for large
     constants). Refuses an existing, non-empty `out_dir` unless `force`; checks every op

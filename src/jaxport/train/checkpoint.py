@@ -148,7 +148,7 @@ def load_checkpoint(directory: str | os.PathLike, like: TrainState) -> TrainStat
     return TrainState(params, buffers, opt_state, rng, step)
 
 
-def load_into_torch(module, params: Mapping[str, jax.Array] | TrainState):
+def load_into_torch(module: torch.nn.Module, params: Mapping[str, jax.Array] | TrainState) -> torch.nn.Module:
     """Copy trained values into `module` (a `torch.nn.Module`) by `state_dict` name.
 
     `params` is a `TrainState` or a `{name: array}` dict such as `JaxModel.params`. Tied

@@ -15,7 +15,7 @@ of positional inputs, or a dict of keyword inputs); `inputs=` overrides that.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +24,9 @@ from ..backends.model import JaxModel
 from ..errors import InputError
 from ..sharding import follow_params
 from .state import TrainState
+
+if TYPE_CHECKING:
+    import optax
 
 
 def _model_inputs(inputs) -> tuple[tuple, dict]:
@@ -121,7 +124,7 @@ class TrainStep:
         return self._compiled(state)(state, batch)
 
 
-def train_step(model: JaxModel, loss_fn: Callable, optimizer, *, inputs: Callable | None = None,
+def train_step(model: JaxModel, loss_fn: Callable, optimizer: optax.GradientTransformation, *, inputs: Callable | None = None,
                trainable: Callable[[str], bool] | None = None, donate: bool = True) -> TrainStep:
     """A jitted training step for `model` over an optax `optimizer`.
 
