@@ -1,0 +1,15 @@
+"""The torch.export frontend: an `nn.Module` or an `ExportedProgram` becomes a `Translation`.
+
+    capture     `torch.export` of a module (Hugging Face models in transformers' export context),
+                and `lowerable`: only the ops jaxport lacks decomposed
+    inplace     in-place ops rebound to functional ones; writes through views as scatters
+    nodes       what each FX node records: source line, module path, shape and dtype
+    translate   the graph walked into a `Program` with its state (`to_program`, `translate`)
+    structure   the module's input and output structure over the program's flat values
+"""
+
+from .capture import export, lowerable, quiet_torch_logs
+from .inplace import view_writes
+from .translate import StateInfo, to_program, translate
+
+__all__ = ["StateInfo", "export", "lowerable", "quiet_torch_logs", "to_program", "translate", "view_writes"]
