@@ -25,43 +25,44 @@ test: setup
 
 # ONNX's node conformance cases; regenerates docs/onnx-conformance.md from the results.
 onnx-report: setup
-	rm -f build/onnx.json*; $(PY) -m pytest -q -n 2 -p no:cacheprovider tests/test_onnx_conformance.py \
-		--onnx-report=build/onnx.json || true
-	$(PY) -m tests.onnx.report build/onnx.json docs/onnx-conformance.md
+	rm -f build/onnx.json*; $(PY) -m pytest -q -n 2 -p no:cacheprovider \
+		tests/conformance/onnx/test_onnx_conformance.py --onnx-report=build/onnx.json || true
+	$(PY) -m tests.conformance.onnx.report build/onnx.json docs/onnx-conformance.md
 
 # An OpInfo sweep that regenerates docs/opinfo.md from its results. OPINFO_LEVEL=wide (3 samples
 # per op and dtype, ~30 min on two cores) made the committed table; full runs every sample (hours).
 OPINFO_LEVEL ?= wide
 opinfo-report: setup
-	rm -f build/opinfo.json*; JAXPORT_OPINFO_PATHS=auto,core $(PY) -m pytest -q -n 2 -p no:cacheprovider tests/test_opinfo.py \
-		--opinfo=$(OPINFO_LEVEL) --opinfo-report=build/opinfo.json || true
-	$(PY) -m tests.opinfo.report build/opinfo.json docs/opinfo.md $(OPINFO_LEVEL)
+	rm -f build/opinfo.json*; JAXPORT_OPINFO_PATHS=auto,core $(PY) -m pytest -q -n 2 -p no:cacheprovider \
+		tests/conformance/opinfo/test_opinfo.py --opinfo=$(OPINFO_LEVEL) --opinfo-report=build/opinfo.json || true
+	$(PY) -m tests.conformance.opinfo.report build/opinfo.json docs/opinfo.md $(OPINFO_LEVEL)
 
 # The full sweep (~117,000 samples, about 5 hours on 2 cores) in parts: rerun until done. The
 # results so far are committed in $(OPINFO_ARCHIVE), so a run resumes where the last one stopped,
 # on any clone; delete a case's rows there to have it run again after changing its lowering.
-OPINFO_ARCHIVE := tests/opinfo/results/opinfo-full.jsonl.gz
+OPINFO_ARCHIVE := tests/conformance/opinfo/results/opinfo-full.jsonl.gz
 opinfo-full: setup
 	mkdir -p build && cp $(OPINFO_ARCHIVE) build/opinfo-full.json.archive.gz
-	JAXPORT_OPINFO_PATHS=auto,core $(PY) -m pytest -q -n 2 -p no:cacheprovider tests/test_opinfo.py \
-		--opinfo=full --opinfo-report=build/opinfo-full.json --opinfo-resume || true
-	$(PY) -m tests.opinfo.report build/opinfo-full.json docs/opinfo-full.md full --archive $(OPINFO_ARCHIVE)
+	JAXPORT_OPINFO_PATHS=auto,core $(PY) -m pytest -q -n 2 -p no:cacheprovider \
+		tests/conformance/opinfo/test_opinfo.py --opinfo=full --opinfo-report=build/opinfo-full.json \
+		--opinfo-resume || true
+	$(PY) -m tests.conformance.opinfo.report build/opinfo-full.json docs/opinfo-full.md full --archive $(OPINFO_ARCHIVE)
 
 # The eager frontend's sweep (issue 3): every OpInfo sample at OPINFO_LEVEL run as the function,
 # its in-place variant and its out= form on device="jax". Resumable; docs/opinfo-eager.md.
 opinfo-eager: setup
 	JAXPORT_OPINFO_PATHS=eager,eager_inplace,eager_out $(PY) -m pytest -q -n 2 -p no:cacheprovider \
-		tests/test_opinfo.py --opinfo=$(OPINFO_LEVEL) --opinfo-report=build/eager-$(OPINFO_LEVEL).json \
-		--opinfo-resume || true
-	$(PY) -m tests.opinfo.report build/eager-$(OPINFO_LEVEL).json docs/opinfo-eager.md $(OPINFO_LEVEL)
+		tests/conformance/opinfo/test_opinfo.py --opinfo=$(OPINFO_LEVEL) \
+		--opinfo-report=build/eager-$(OPINFO_LEVEL).json --opinfo-resume || true
+	$(PY) -m tests.conformance.opinfo.report build/eager-$(OPINFO_LEVEL).json docs/opinfo-eager.md $(OPINFO_LEVEL)
 
 # OpInfo's reference_inputs (issue 18): the extremal samples (NaN, infinities, huge and tiny values)
 # through the graph and the eager frontend at OPINFO_LEVEL. Resumable; docs/opinfo-reference.md.
 opinfo-reference: setup
 	JAXPORT_OPINFO_PATHS=reference,eager_reference $(PY) -m pytest -q -n 2 -p no:cacheprovider \
-		tests/test_opinfo.py --opinfo=$(OPINFO_LEVEL) --opinfo-report=build/reference-$(OPINFO_LEVEL).json \
-		--opinfo-resume || true
-	$(PY) -m tests.opinfo.report build/reference-$(OPINFO_LEVEL).json docs/opinfo-reference.md $(OPINFO_LEVEL)
+		tests/conformance/opinfo/test_opinfo.py --opinfo=$(OPINFO_LEVEL) \
+		--opinfo-report=build/reference-$(OPINFO_LEVEL).json --opinfo-resume || true
+	$(PY) -m tests.conformance.opinfo.report build/reference-$(OPINFO_LEVEL).json docs/opinfo-reference.md $(OPINFO_LEVEL)
 
 # Every model type of transformers' auto mappings for six tasks (causal LM, sequence, image and
 # audio classification, seq2seq, speech seq2seq; issue 17), each in its own process: built small

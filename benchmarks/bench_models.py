@@ -20,7 +20,7 @@ import time
 
 import jax
 import torch
-from tests.models.zoo import MODELS
+from tests.support.zoo import MODELS
 
 import jaxport
 from _report import interleaved_medians, publish

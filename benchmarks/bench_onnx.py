@@ -23,7 +23,7 @@ import jax
 import numpy as np
 import onnxruntime
 import torch
-from tests.models.zoo import MODELS
+from tests.support.zoo import MODELS
 
 import jaxport
 from _report import interleaved_medians, publish

@@ -23,7 +23,7 @@ import jax
 import numpy as np
 import optax
 import torch
-from tests.models.zoo import SmallCNN
+from tests.support.zoo import SmallCNN
 
 import jaxport
 from _report import interleaved_medians, publish

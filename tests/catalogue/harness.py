@@ -9,7 +9,7 @@
              under jaxport.eager(), run, compared
 
 `check` runs them and returns one result row; the sweep (`tests/catalogue/sweep.py`) calls it in a
-subprocess per model and `tests/test_catalogue.py` calls it directly.
+subprocess per model and `tests/catalogue/test_catalogue.py` calls it directly.
 """
 
 from __future__ import annotations

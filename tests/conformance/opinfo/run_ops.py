@@ -1,0 +1,65 @@
+"""Run the OpInfo conformance for a few ops from the command line, printing failures.
+
+    python -m tests.conformance.opinfo.run_ops add mul --dtypes float32,int64 --samples 3 [--path core]
+
+A quick loop for developing lowerings; the test suite is tests/conformance/opinfo/test_opinfo.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import time
+
+import jax
+import torch
+
+from tests.conformance.opinfo import harness
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("ops", nargs="+", help="OpInfo ids (name or name.variant); a trailing * matches a prefix")
+    parser.add_argument("--dtypes", default="", help="comma-separated, e.g. float32,int64 (default: all supported)")
+    parser.add_argument("--samples", type=int, default=0, help="at most this many samples per dtype")
+    parser.add_argument("--path", default="auto", choices=["auto", "core"])
+    parser.add_argument("-v", "--verbose", action="store_true")
+    opts = parser.parse_args()
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_numpy_dtype_promotion", "strict")
+    wanted = [getattr(torch, d) for d in opts.dtypes.split(",") if d]
+    db = {harness.opinfo_id(op): op for op in harness.op_db()}
+    names = []
+    for pattern in opts.ops:
+        if pattern.endswith("*"):
+            names += [n for n in db if n.startswith(pattern[:-1])]
+        elif pattern in db:
+            names.append(pattern)
+        else:
+            print(f"no OpInfo named {pattern}")
+    total = collections.Counter()
+    for name in names:
+        op = db[name]
+        for dtype in harness.tested_dtypes(op):
+            if wanted and dtype not in wanted:
+                continue
+            start = time.perf_counter()
+            counts = collections.Counter()
+            details = []
+            samples = harness.samples(op, dtype)
+            if opts.samples:
+                samples = samples[: opts.samples]
+            for i, sample in enumerate(samples):
+                outcome = harness.run_sample(op, sample, dtype, decompose=opts.path)
+                counts[outcome.status] += 1
+                if outcome.status != "passed":
+                    details.append(f"    [{i}] {outcome.status}: {outcome.detail}")
+            total.update(counts)
+            print(f"{name:40s} {str(dtype)[6:]:9s} {dict(counts)} {time.perf_counter() - start:.1f}s")
+            for line in details[: None if opts.verbose else 3]:
+                print(line)
+    print("total", dict(total))
+
+
+if __name__ == "__main__":
+    main()

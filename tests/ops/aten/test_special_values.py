@@ -1,0 +1,212 @@
+"""Special values through jaxport's ATen lowerings: NaN, infinities, signed zeros, subnormals and
+the largest floats must come out exactly as PyTorch gives them (issue 18).
+
+Generated from PyTorch's OpInfo database. Every elementwise op (OpInfo's unary and binary
+ufuncs, and the elementwise `EXTRA_ELEMENTWISE`) runs once per distinct way its OpInfo samples
+call it, with each floating operand replaced by `SPECIAL_VALUES` along its own axis, so a
+binary op sees the full cross product in one tensor. Every reduction (OpInfo's
+`ReductionOpInfo`s, and `ROW_CALLS` for sorts, scans, softmax and friends) reduces the last
+dim of `ROWS`, a matrix whose rows are the cases that go wrong: NaN first, inside or last,
+infinities of both signs, zeros of both signs, ties. Each sample goes through
+`tests/conformance/opinfo/harness.py` (torch.export -> jaxport, op by op and under `jax.jit`) with
+`special_values=True`: NaNs in the same places, infinities equal, zeros of the same sign, and
+subnormals read as XLA:CPU reads them (`harness.SUBNORMALS_AS_ZERO`).
+
+Expected failures are listed by cause, with their reasons, in `tests/conformance/opinfo/xfails/special_values.py`
+(`"opinfo_id:*:special"`); a listed op whose samples all pass fails, so stale entries get removed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+from torch.testing._internal.opinfo.core import (
+    BinaryUfuncInfo,
+    ReductionOpInfo,
+    SampleInput,
+    UnaryUfuncInfo,
+)
+
+from tests.conformance.opinfo import harness
+from tests.conformance.opinfo.expected_failures import EXPECTED_FAILURES
+
+PATH = "special"
+DTYPES = (torch.float32, torch.float64)
+
+
+def special_values(dtype: torch.dtype) -> list[float]:
+    """NaN, the infinities, signed zeros, the smallest subnormal and normal numbers, the largest
+    finite numbers, and the numbers where activations, rounding and clamping change branch."""
+    info = torch.finfo(dtype)
+    subnormal = info.smallest_normal * info.eps
+    return [
+        math.nan, math.inf, -math.inf, 0.0, -0.0, subnormal, -subnormal, info.tiny, -info.tiny,
+        info.max, -info.max, 1.0, -1.0, 0.5, -0.5, 1.5, -2.5, 3.0, -3.0, 6.0, 20.0, -100.0, math.pi,
+        1e-3,
+    ]
+
+
+def _rows(dtype: torch.dtype) -> torch.Tensor:
+    """The matrix reductions reduce along its last dim, one case per row."""
+    nan, inf, big = math.nan, math.inf, torch.finfo(dtype).max
+    sub = torch.finfo(dtype).smallest_normal * torch.finfo(dtype).eps
+    rows = [
+        [0.5, -2.0, 3.0, 1.0, -0.5, 2.0, 0.0],  # finite
+        [nan, 1.0, 2.0, -1.0, 3.0, 0.0, 0.5],  # NaN first
+        [1.0, nan, 2.0, nan, -1.0, 0.0, 0.5],  # two NaNs inside
+        [1.0, 2.0, -1.0, 3.0, 0.0, 0.5, nan],  # NaN last
+        [inf, 1.0, -inf, 0.0, 2.0, -1.0, 0.5],  # both infinities
+        [1.0, inf, 2.0, inf, 3.0, -1.0, 0.0],  # tied infinities
+        [-inf] * 7,
+        [inf] * 7,
+        [nan] * 7,
+        [0.0, -0.0, 0.0, -0.0, 0.0, -0.0, 0.0],  # zeros of both signs
+        [-0.0] * 7,
+        [-0.0, -1.0, -2.0, -3.0, -0.5, -inf, -4.0],  # -0.0 the largest
+        [big, big, big, 1.0, -1.0, 0.5, 2.0],  # sums overflow
+        [sub, -sub, 0.0, -0.0, 1.0, -1.0, 0.5],  # subnormals
+        [2.0, 2.0, 1.0, 2.0, 1.0, 1.0, 0.0],  # ties
+        [nan, inf, -inf, nan, -0.0, 0.0, 1.0],  # everything
+    ]
+    return torch.tensor(rows, dtype=dtype)
+
+
+#: Elementwise OpInfo entries that are not `UnaryUfuncInfo` or `BinaryUfuncInfo`.
+EXTRA_ELEMENTWISE = (
+    "addcdiv",
+    "addcmul",
+    "clamp",
+    "lerp",
+    "logaddexp2",
+    "masked_fill",
+    "nn.functional.gelu",
+    "nn.functional.hardswish",
+    "nn.functional.leaky_relu",
+    "where",
+)
+
+#: Reductions, scans and sorts that are not `ReductionOpInfo`s: the calls on `_rows`, each
+#: ((args), {kwargs}), every one along the last dim.
+ROW_CALLS = {
+    "aminmax": [((), {"dim": -1})],
+    "argsort": [((), {"dim": -1}), ((), {"dim": -1, "descending": True})],
+    "cummax": [((-1,), {})],
+    "cummin": [((-1,), {})],
+    "cumprod": [((-1,), {})],
+    "cumsum": [((-1,), {})],
+    "kthvalue": [((2, -1), {})],
+    "log_softmax": [((-1,), {})],
+    "logcumsumexp": [((-1,), {})],
+    "logsumexp": [((-1,), {})],
+    "max.reduction_no_dim": [((), {})],
+    "max.reduction_with_dim": [((-1,), {})],
+    "median": [((-1,), {})],
+    "min.reduction_no_dim": [((), {})],
+    "min.reduction_with_dim": [((-1,), {})],
+    "mode": [((-1,), {})],
+    "msort": [((), {})],
+    "nanmedian": [((-1,), {})],
+    "nn.functional.softmin": [((-1,), {})],
+    "softmax": [((-1,), {})],
+    "sort": [((), {"dim": -1}), ((), {"dim": -1, "descending": True}), ((), {"dim": -1, "stable": True})],
+    "std_mean": [((), {"dim": -1})],
+    "topk": [((3, -1), {}), ((3, -1, False), {})],
+    "var_mean": [((), {"dim": -1})],
+}
+
+#: At most this many distinct call patterns (scalar arguments, operand kinds) per elementwise op.
+MAX_CALLS = 3
+
+
+def _kind(op) -> str | None:
+    name = harness.opinfo_id(op)
+    if isinstance(op, (UnaryUfuncInfo, BinaryUfuncInfo)) or name in EXTRA_ELEMENTWISE:
+        return "elementwise"
+    if isinstance(op, ReductionOpInfo) or name in ROW_CALLS:
+        return "rows"
+    return None
+
+
+def _elementwise_samples(op, dtype) -> list[SampleInput]:
+    """The op's OpInfo samples, one per distinct call pattern, with the special values in.
+
+    The k-th floating operand that is not a single number takes the special values along
+    axis k (size 1 elsewhere), bool operands [True, False] along their own axis, and
+    single-element floating operands -0.0, so every combination meets in one broadcast.
+    """
+    values = torch.tensor(special_values(dtype), dtype=dtype)
+    seen, out = set(), []
+    for sample in harness.samples(op, dtype)[:20]:
+        if not isinstance(sample.input, torch.Tensor):
+            continue
+        leaves, spec = pytree.tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
+        tensors = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        crossed = [i for i in tensors if leaves[i].numel() > 1 or i == 0]
+        key = (str(spec), repr([x for x in leaves if not isinstance(x, torch.Tensor)]),
+               tuple((leaves[i].dtype, i in crossed) for i in tensors))
+        if key in seen:
+            continue
+        seen.add(key)
+        kept = tensors[1:] if "_polynomial_" in harness.opinfo_id(op) else []  # the degree n: PyTorch loops n times
+        crossed = [i for i in crossed if i not in kept]
+        for axis, i in enumerate(crossed):
+            t = leaves[i]
+            shape = [1] * len(crossed)
+            if t.dtype == torch.bool:
+                shape[axis] = 2
+                leaves[i] = torch.tensor([True, False]).reshape(shape)
+            elif t.is_floating_point():
+                shape[axis] = len(values)
+                leaves[i] = values.to(t.dtype).reshape(shape)
+            else:  # integer operands keep their values
+                continue
+        for i in tensors:
+            if i not in crossed and i not in kept and leaves[i].is_floating_point():
+                leaves[i] = torch.full_like(leaves[i], -0.0)
+        x, args, kwargs = pytree.tree_unflatten(leaves, spec)
+        out.append(SampleInput(x, args=args, kwargs=kwargs))
+        if len(out) == MAX_CALLS:
+            break
+    return out
+
+
+def _row_samples(op, dtype) -> list[SampleInput]:
+    rows = _rows(dtype)
+    name = harness.opinfo_id(op)
+    if name in ROW_CALLS:
+        return [SampleInput(rows.clone(), args=args, kwargs=kwargs) for args, kwargs in ROW_CALLS[name]]
+    samples = []
+    for args, kwargs in op.generate_args_kwargs(rows, dim=-1):
+        samples.append(SampleInput(rows.clone(), args=args, kwargs={**kwargs, "dim": -1}))
+    return samples
+
+
+def _cases():
+    for op in harness.op_db():
+        kind = _kind(op)
+        if kind is None:
+            continue
+        for dtype in DTYPES:
+            if dtype in op.supported_dtypes("cpu"):
+                yield pytest.param(op, dtype, kind, id=f"{harness.opinfo_id(op)}-{str(dtype)[6:]}")
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize(("op", "dtype", "kind"), list(_cases()))
+def test_special_values(op, dtype, kind):
+    torch.manual_seed(0)  # the OpInfo samples the calls are taken from
+    samples = _elementwise_samples(op, dtype) if kind == "elementwise" else _row_samples(op, dtype)
+    outcomes = [harness.run_sample(op, sample, dtype, special_values=True) for sample in samples]
+    ran = [o for o in outcomes if o.status != "unexportable"]
+    if not ran:
+        pytest.skip("; ".join(sorted({o.detail for o in outcomes})) or "no samples")
+    failures = [f"call {i}: {o.detail}" for i, o in enumerate(outcomes) if o.status in ("failed", "unconvertible")]
+    name = harness.opinfo_id(op)
+    key = next((k for k in (f"{name}:{dtype}:{PATH}", f"{name}:*:{PATH}") if k in EXPECTED_FAILURES), None)
+    if key:
+        assert failures, f"{key} is listed in tests/conformance/opinfo/xfails/special_values.py but passes: remove it"
+        pytest.xfail(EXPECTED_FAILURES[key])
+    assert not failures, "\n".join(failures[:5])
