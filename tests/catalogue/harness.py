@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tests.catalogue import shrink
+from tests.support.numeric import compare_values
 
 # task -> the auto mapping in transformers.models.auto.modeling_auto that lists its model types
 # task -> the Auto class that builds its models (`from_config`, as a user would)
@@ -233,18 +235,17 @@ def as_numpy(x) -> np.ndarray:
 
 
 def compare(ref: np.ndarray, got: np.ndarray) -> dict:
+    """`got` against the reference by `jaxport.compare` on the values (in float64, dtypes not
+    judged): NaN and infinities in the same places, max |got - ref| <= RTOL * max(1, max |finite
+    ref|). `max_error` is that max, or inf where NaN or an infinity is misplaced."""
     result = {"shape": list(got.shape)}
     if ref.shape != got.shape:
         return {**result, "status": "mismatch", "error": f"shape {list(got.shape)}, expected {list(ref.shape)}"}
-    ref64, got64 = ref.astype(np.float64), got.astype(np.float64)
-    both_nan = np.isnan(ref64) & np.isnan(got64)
-    diff = np.where(both_nan, 0.0, np.abs(ref64 - got64))
-    err = float(np.nan_to_num(diff.max(), nan=np.inf)) if diff.size else 0.0
-    finite = ref64[np.isfinite(ref64)]
-    tol = RTOL * max(1.0, float(np.abs(finite).max()) if finite.size else 1.0)
-    result["max_error"] = err
-    if not err <= tol:
-        return {**result, "status": "mismatch", "error": f"max error {err:.3g} > {tol:.3g}"}
+    check = compare_values("output", got, ref, rtol=RTOL, atol=0.0, per_tensor=True)
+    result["max_error"] = math.inf if check.problem else check.max_abs
+    if not check.passed:
+        tol = RTOL * max(1.0, check.scale)
+        return {**result, "status": "mismatch", "error": check.problem or f"max error {check.max_abs:.3g} > {tol:.3g}"}
     return {**result, "status": "ok"}
 
 

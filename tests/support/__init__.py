@@ -1,1 +1,2 @@
-"""Helpers the tests share: the model zoo (`zoo`) and one-node ONNX models (`onnx_nodes`)."""
+"""Helpers the tests share: the model zoo (`zoo`), one-node ONNX models (`onnx_nodes`) and the
+numeric check on `jaxport.compare` (`numeric`)."""

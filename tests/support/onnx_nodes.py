@@ -9,6 +9,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 import jaxport
+from tests.support.numeric import assert_close
 
 
 def node_model(op: str, inputs: Mapping[str, np.ndarray | None], *, opset: int, n_outputs: int = 1,
@@ -72,9 +73,10 @@ def run_spec(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np
 
 
 def assert_same(actual, expected, *, rtol: float = 1e-5, atol: float = 1e-6) -> None:
-    """Same dtype and shape as onnxruntime's outputs, values within tolerance (in float64)."""
+    """Exactly the dtype and shape of onnxruntime's outputs, values within
+    `atol + rtol * |expected|` (in float64, by `jaxport.compare`; NaN and infinities in the same places)."""
     assert len(actual) == len(expected), (len(actual), len(expected))
-    for a, e in zip(actual, expected):
+    for i, (a, e) in enumerate(zip(actual, expected)):
         a = np.asarray(a)
         assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, a.shape, e.dtype, e.shape)
-        np.testing.assert_allclose(a.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol)
+        assert_close(a, e, rtol=rtol, atol=atol, check_dtype=False, name=f"output {i}")

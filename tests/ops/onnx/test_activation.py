@@ -10,7 +10,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 import jaxport  # noqa: E402
-from tests.support.onnx_nodes import node_model  # noqa: E402
+from tests.support.onnx_nodes import assert_same, node_model  # noqa: E402
 
 
 def _model(op, inputs, opset, n_outputs=1, **attrs):
@@ -30,10 +30,7 @@ def _check(op, inputs, opset, n_outputs=1, rtol=1e-5, **attrs):
         want = [w.astype(np.float16) for w in want]
     got = jaxport.from_onnx(model)(*inputs)
     got = list(got) if n_outputs > 1 else [got]
-    for g, w in zip(got, want):
-        g = np.asarray(g)
-        assert g.dtype == w.dtype and g.shape == w.shape
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=1e-6)
+    assert_same(got, want, rtol=rtol, atol=1e-6)
 
 
 _x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)

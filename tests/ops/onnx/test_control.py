@@ -17,6 +17,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import jaxport  # noqa: E402
+from tests.support.onnx_nodes import assert_same  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("x64_strict")
 def _model(nodes, inputs, outputs, opset, initializers=()):
@@ -34,10 +35,7 @@ def _compare(model, feeds: dict, *, jittable=True, rtol=1e-5, atol=1e-6):
     assert converted.jittable == jittable
     got = converted(*feeds.values())
     got = list(got) if len(want) > 1 else [got]
-    for g, w in zip(got, want):
-        g = np.asarray(g)
-        assert g.shape == w.shape and g.dtype == w.dtype
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    assert_same(got, want, rtol=rtol, atol=atol)
     return converted
 
 

@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import jaxport
-from tests.support.onnx_nodes import node_model, run_both
+from tests.support.onnx_nodes import assert_same, node_model, run_both
 
 _MS = "com.microsoft"
 def _run_both(op: str, inputs: dict[str, np.ndarray | None], n_outputs: int, domain: str = _MS, **attrs):
@@ -19,10 +19,7 @@ def _run_both(op: str, inputs: dict[str, np.ndarray | None], n_outputs: int, dom
 
 
 def _check(actual, expected, atol=1e-5):
-    for a, e in zip(actual, expected):
-        a = np.asarray(a)
-        assert a.shape == e.shape and a.dtype == e.dtype, (a.shape, e.shape, a.dtype, e.dtype)
-        np.testing.assert_allclose(a, e, rtol=1e-5, atol=atol)
+    assert_same(actual, expected, rtol=1e-5, atol=atol)
 
 
 def _f(rng, *shape):

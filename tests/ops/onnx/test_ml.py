@@ -13,6 +13,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import jaxport  # noqa: E402
+from tests.support.onnx_nodes import assert_same  # noqa: E402
 
 _TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
           np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64,
@@ -31,9 +32,7 @@ def _check(op, x, out_type, *, domain="ai.onnx.ml", opset=None, atol=1e-5, **att
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (want,) = session.run(None, {"x": x})
     got = np.asarray(jaxport.from_onnx(model)(x))
-    assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-5,
-                               atol=atol)
+    assert_same([got], [want], rtol=1e-5, atol=atol)
 
 
 @pytest.mark.usefixtures("x64_strict")

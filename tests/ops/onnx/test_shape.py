@@ -13,6 +13,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import jaxport  # noqa: E402
+from tests.support.numeric import assert_close  # noqa: E402
 
 _x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
 
@@ -33,9 +34,7 @@ def _check(model, n_outputs=1, jit=True):
     got = converted(_x)
     got = list(got) if n_outputs > 1 else [got]
     for g, w in zip(got, want):
-        g = np.asarray(g)
-        assert g.shape == w.shape
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-6)
+        assert_close(g, w, rtol=1e-6, atol=0, check_dtype=False)
 
 
 def _shape_arithmetic_model():
