@@ -19,8 +19,10 @@ $(STAMP): requirements/dev.txt requirements/model.txt pyproject.toml
 demo: setup
 	$(VENV)/bin/jaxport demo
 
+# ruff, the import rules (pyproject.toml, [tool.importlinter]; docs/architecture.md), then the suite.
 test: setup
 	$(PY) -m ruff check src tests benchmarks
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n 2
 
 # ONNX's node conformance cases; regenerates docs/onnx-conformance.md from the results.
@@ -77,6 +79,7 @@ catalogue: setup
 
 lint: setup
 	$(PY) -m ruff check src tests benchmarks
+	$(VENV)/bin/lint-imports
 
 bench: setup
 	$(PY) benchmarks/bench_models.py

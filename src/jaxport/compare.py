@@ -57,8 +57,10 @@ def as_numpy(value: Any) -> Any:
 
 
 def _as_float(x: np.ndarray) -> np.ndarray:
+    """Numbers as float64; complex numbers as (real, imaginary) pairs of them, so that NaN and
+    infinities are placed, and errors measured, part by part."""
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
-        return x.astype(np.complex128)
+        return np.stack([x.real, x.imag], axis=-1).astype(np.float64)
     if x.dtype == np.bool_ or jnp.issubdtype(x.dtype, jnp.number):
         return x.astype(np.float64)
     return x

@@ -116,6 +116,7 @@ def missing_in(graph_module: torch.fx.GraphModule, names) -> list[OpUse]:
 # -- torch's logs --------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
 def quiet_torch_logs() -> Iterator[list[logging.LogRecord]]:
     """torch's loggers silenced; yields the records they would have printed (torch.export.load logs
     the real reason a load failed, with its traceback, and raises a vaguer error)."""
