@@ -1,9 +1,9 @@
 """The one output comparator: a result against its reference, NaN-aware, for every checker.
 
 `jaxport verify`, the transformers catalogue, the benchmarks and the tests all judge outputs
-here, so "matches" means one thing: the same shape, the dtype JAX stores the reference's in,
-NaN in the same places, infinities in the same places with the same sign, and every other value
-within `atol + rtol * |reference|`. With `per_tensor=True` the relative part is taken of the
+here, so "matches" means one thing: the same shape, the reference's dtype (or the one JAX stores
+it in with x64 off), NaN in the same places, infinities in the same places with the same sign,
+and every other value within `atol + rtol * |reference|`. With `per_tensor=True` the relative part is taken of the
 tensor's largest finite magnitude instead of each element's (for outputs whose values span
 orders of magnitude, where an element near zero would otherwise demand an absolute error
 near zero).
@@ -95,8 +95,10 @@ def compare(name: str, actual: Any, expected: Any, *, rtol: float = 1e-4, atol: 
         problems.append(f"NaN at {n} place(s) where the other has a number")
     if (n := int(np.count_nonzero((inf_a != inf_e) | (inf_a & inf_e & (a != e))))):
         problems.append(f"infinity differs at {n} place(s)")
-    want = np.dtype(jax.dtypes.canonicalize_dtype(expected.dtype)) if expected.dtype != object else expected.dtype
-    if actual.dtype != want and not numbers:
+    # the reference's dtype, or the one JAX stores it in (int64 as int32 with x64 off)
+    allowed = {expected.dtype} | ({np.dtype(jax.dtypes.canonicalize_dtype(expected.dtype))}
+                                  if expected.dtype != object else set())
+    if actual.dtype not in allowed and not numbers:
         problems.append(f"dtype {actual.dtype}, reference {expected.dtype}")
     bound = atol + rtol * (max(scale, 1.0) if per_tensor else magnitude)
     close = bool(np.all(diff <= bound))
