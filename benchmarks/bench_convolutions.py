@@ -25,6 +25,7 @@ import torch
 from jax import lax
 
 from _report import interleaved_medians, publish
+from jaxport.compare import compare
 from jaxport.ops._convolution import convolve
 
 #: name: (batch, channels in, size, kernel, stride, groups, channels out)
@@ -56,7 +57,8 @@ def measure(case: tuple, runs: int) -> dict:
     chosen = jax.jit(lambda a, b: convolve(a, b, groups=groups, **geometry))
     with torch.no_grad():
         reference = torch.nn.functional.conv2d(tx, tw, stride=stride, padding=pad, groups=groups).numpy()
-        error = np.abs(np.asarray(chosen(jx, jw)) - reference).max() / max(1.0, np.abs(reference).max())
+        check = compare("y", chosen(jx, jw), reference)
+        error = check.max_abs / max(1.0, check.scale)
         torch_s, grouped_s, chosen_s = interleaved_medians([
             lambda: torch.nn.functional.conv2d(tx, tw, stride=stride, padding=pad, groups=groups),
             lambda: jax.block_until_ready(grouped(jx, jw)),

@@ -20,13 +20,13 @@ import tempfile
 import time
 
 import jax
-import numpy as np
 import onnxruntime
 import torch
 from tests.support.zoo import MODELS
 
 import jaxport
 from _report import interleaved_medians, publish
+from jaxport.compare import compare_all
 
 
 def bench(name: str, runs: int, folder: str) -> dict:
@@ -47,7 +47,7 @@ def bench(name: str, runs: int, folder: str) -> dict:
     jax_feeds = [jax.numpy.asarray(f) for f in feeds]
     expected = session.run(None, ort_feeds)
     actual = jax.tree_util.tree_leaves(model(*jax_feeds))
-    error = max(float(np.abs(np.asarray(a, np.float64) - e).max()) for a, e in zip(actual, expected))
+    error = max(check.max_abs for check in compare_all(actual, expected))
     ort_s, jax_s = interleaved_medians(
         [lambda: session.run(None, ort_feeds), lambda: jax.block_until_ready(model(*jax_feeds))], runs)
     return {"model": name, "nodes": len(model.program.nodes), "load": load_s, "ort_ms": ort_s * 1e3,

@@ -42,6 +42,7 @@ import torch
 import transformers
 
 from _report import interleaved_medians, publish
+from jaxport.compare import compare, first_output
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "real_sizes.jsonl")
 BACKENDS = ("eager", "compile", "onnxruntime", "jaxport", "jaxport_frozen")
@@ -147,15 +148,6 @@ MODELS = {f.__name__: f for f in (bert, gpt2, llama, t5, vit, swin, clip, whispe
                                    resnet18, resnet50, mobilenet_v2, efficientnet_b0)}
 
 
-def _first(output):
-    """The main output tensor of a model call (last_hidden_state, logits_per_image, ...)."""
-    if isinstance(output, torch.Tensor) or hasattr(output, "__array__"):
-        return output
-    if isinstance(output, (tuple, list)):
-        return _first(output[0])
-    return _first(next(iter(output.values())))
-
-
 def calibrate_batch_norms(module: torch.nn.Module, inputs: dict) -> None:
     """Set every BatchNorm's running statistics to those of `inputs`, as training would have:
     with the random initial ones (mean 0, variance 1) a deep CNN's activations shrink layer by
@@ -184,7 +176,7 @@ def measure(name: str, batch: int, runs: int, backends, device: str = "cpu") -> 
     row: dict = {"model": name, "batch": batch, "params_m": sum(p.numel() for p in module.parameters()) / 1e6}
     fns, setup = {}, {}
     with torch.no_grad():
-        reference = _first(module(**inputs)).numpy()
+        reference = first_output(module(**inputs)).numpy()
         row["output_max"] = float(np.abs(reference).max())
         # on a GPU, PyTorch's backends run there (and are waited for); jaxport converts the
         # CPU module and runs on JAX's default device
@@ -220,7 +212,6 @@ def measure(name: str, batch: int, runs: int, backends, device: str = "cpu") -> 
             session.run(None, feeds)
             setup["onnxruntime"] = time.perf_counter() - start
             fns["onnxruntime"] = lambda: session.run(None, feeds)
-    scale = max(float(np.abs(reference).max()), np.finfo(np.float32).tiny)
     jaxport_backends = [b for b in ("jaxport", "jaxport_frozen") if b in backends]
     if jaxport_backends:
         start = time.perf_counter()
@@ -232,7 +223,7 @@ def measure(name: str, batch: int, runs: int, backends, device: str = "cpu") -> 
         call = converted if backend == "jaxport" else converted.frozen()
         out = jax.block_until_ready(call(**jinputs))
         setup[backend] = time.perf_counter() - start + (row["jaxport_convert_s"] if backend == "jaxport" else 0)
-        row[f"{backend}_error"] = float(np.abs(np.asarray(_first(out)) - reference).max() / scale)
+        row[f"{backend}_error"] = compare(backend, first_output(out), reference).scaled_error
         fns[backend] = lambda call=call: jax.block_until_ready(call(**jinputs))
     with torch.no_grad():
         times = interleaved_medians(list(fns.values()), runs, block=5)
