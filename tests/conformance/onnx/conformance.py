@@ -17,6 +17,8 @@ import jax
 import numpy as np
 
 import jaxport
+from jaxport.errors import UnsupportedOpsError
+from tests.conformance.expectations import Failure
 
 
 @functools.cache
@@ -54,25 +56,47 @@ def op_under_test(case) -> str:
     return nodes[-1].op_type
 
 
+class Mismatch(AssertionError):
+    """A case ran, and an output differs from the expected one (its kind, type, dtype, shape or
+    values): the comparison's own failure, told apart from an error raised on the way."""
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise Mismatch(message)
+
+
+def failure(error: BaseException) -> Failure:
+    """What a case's exception says of its failure (`expectations.Failure`): a "mismatch" from the
+    comparison, "missing" ops from conversion, else an "error:<ExceptionName>"."""
+    kind = ("mismatch" if isinstance(error, Mismatch) else "missing" if isinstance(error, UnsupportedOpsError)
+            else f"error:{type(error).__name__}")
+    detail = f"{type(error).__name__}: {error}".strip().splitlines()
+    return Failure(kind, " ".join(line.strip() for line in detail if line.strip())[:400])
+
+
 def _compare(actual, expected, rtol: float, atol: float, where: str) -> None:
     if isinstance(expected, (list, tuple)):
-        assert isinstance(actual, (list, tuple)), f"{where}: expected a sequence, got {type(actual).__name__}"
-        assert len(actual) == len(expected), f"{where}: sequence of {len(actual)}, expected {len(expected)}"
+        _check(isinstance(actual, (list, tuple)), f"{where}: expected a sequence, got {type(actual).__name__}")
+        _check(len(actual) == len(expected), f"{where}: sequence of {len(actual)}, expected {len(expected)}")
         for i, (a, e) in enumerate(zip(actual, expected)):
             _compare(a, e, rtol, atol, f"{where}[{i}]")
         return
     if expected is None:
-        assert actual is None, f"{where}: expected an empty optional, got {type(actual).__name__}"
+        _check(actual is None, f"{where}: expected an empty optional, got {type(actual).__name__}")
         return
     actual = np.asarray(actual)
     expected = np.asarray(expected)
-    assert actual.shape == expected.shape, f"{where}: shape {actual.shape}, expected {expected.shape}"
-    assert actual.dtype == expected.dtype, f"{where}: dtype {actual.dtype}, expected {expected.dtype}"
+    _check(actual.shape == expected.shape, f"{where}: shape {actual.shape}, expected {expected.shape}")
+    _check(actual.dtype == expected.dtype, f"{where}: dtype {actual.dtype}, expected {expected.dtype}")
     if actual.dtype.name == "bfloat16":
         rtol = max(rtol, 2**-6)
     if actual.dtype.kind not in "biufc":
         actual, expected = actual.astype(np.float32), expected.astype(np.float32)
-    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=where)
+    try:
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=where)
+    except AssertionError as e:
+        raise Mismatch(str(e)) from None
 
 
 def _as_values(data):
@@ -87,8 +111,8 @@ def _as_values(data):
 
 
 def run_case(case) -> str:
-    """Run one case; raises AssertionError (or jaxport's error) on a mismatch. Returns how
-    it ran: "jit" or "op by op"."""
+    """Run one case; raises `Mismatch` where an output differs, whatever conversion or the run
+    raises where they fail (`failure` tells which). Returns how it ran: "jit" or "op by op"."""
     model = jaxport.from_onnx(case.model)
     model.strict = True
     mode = "jit" if model.jittable else "op by op"
@@ -98,7 +122,7 @@ def run_case(case) -> str:
             warnings.simplefilter("ignore")
             outputs = model(*inputs)
         outputs = list(outputs) if len(expected) > 1 else [outputs]
-        assert len(outputs) == len(expected), f"{len(outputs)} outputs, expected {len(expected)}"
+        _check(len(outputs) == len(expected), f"{len(outputs)} outputs, expected {len(expected)}")
         for name, actual, want in zip(model.output_names, outputs, expected):
             actual = jax.tree_util.tree_map(np.asarray, actual)
             _compare(actual, want, case.rtol, case.atol, f"output '{name}'")

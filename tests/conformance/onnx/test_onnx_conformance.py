@@ -1,6 +1,8 @@
 """ONNX's node conformance suite: every case `onnx.backend.test.case.node` ships, through
 `jaxport.from_onnx`, compared with the expected outputs at each case's tolerance.
 
+A case listed in `tests/conformance/onnx/xfails/<family>.py` xfails only when it fails with the
+entry's stated cause (`conformance.failure` tells a mismatch, missing ops and errors apart).
 `make onnx-report` runs it and regenerates docs/onnx-conformance.md from the results.
 """
 
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conformance.expectations import judge
 from tests.conformance.onnx import conformance
 from tests.conformance.onnx.expected_failures import expected_failure
 from tests.conftest import ONNX_RESULTS
@@ -22,17 +25,18 @@ def pytest_generate_tests(metafunc):
 def test_onnx_node(onnx_case):
     case = conformance.node_cases()[onnx_case]
     op = conformance.op_under_test(case)
-    reason = expected_failure(onnx_case)
+    key, expected = expected_failure(onnx_case) or (None, None)
     try:
         mode = conformance.run_case(case)
     except Exception as e:  # noqa: BLE001 - every failure is recorded, then judged below
-        detail = f"{type(e).__name__}: {e}".strip().splitlines()
-        detail = " ".join(line.strip() for line in detail if line.strip())[:400]
-        ONNX_RESULTS.record({"case": onnx_case, "op": op, "status": "xfailed" if reason else "failed",
-                             "detail": reason or detail})
-        if reason:
-            pytest.xfail(reason)
-        raise
+        failure = conformance.failure(e)
+        explained = expected is not None and expected.explains(failure)
+        detail = expected.reason if explained else failure.detail + (
+            f" (listed as {key}, expected to fail with {expected.cause})" if expected else "")
+        ONNX_RESULTS.record({"case": onnx_case, "op": op, "status": "xfailed" if explained else "failed",
+                             "detail": detail})
+        if expected is None:
+            raise
+        judge(key, expected, [failure])  # xfails, or fails naming the entry's cause and this one
     ONNX_RESULTS.record({"case": onnx_case, "op": op, "status": "passed", "detail": mode})
-    if reason:
-        pytest.fail(f"listed as an expected failure ({reason}) but passes: remove the entry")
+    judge(key, expected, [])  # fails if the case is listed

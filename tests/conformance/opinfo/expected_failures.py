@@ -1,24 +1,29 @@
-"""Expected OpInfo failures, as data: each entry says why.
+"""Expected OpInfo failures, as data: each entry an `Expected`, its reason and the cause its
+failures must have (`tests/conformance/expectations.py`).
 
-Keys are "opinfo_id" (every dtype and path), "opinfo_id:dtype" (one dtype,
-e.g. "nonzero:torch.bool") or "opinfo_id:dtype:path" (one conversion path,
-dtype may be "*"). A listed case whose samples all pass fails the suite, so
-stale entries get removed. Each op family keeps its entries in
-`xfails/<family>.py`; this module merges them.
+Keys are "opinfo_id" (every dtype and every path of test_opinfo.py), "opinfo_id:dtype" (one
+dtype, e.g. "nonzero:torch.bool") or "opinfo_id:dtype:path" (one path, dtype may be "*"); the
+special-values pass (tests/ops/aten/test_special_values.py) reads only its own path, "special".
+A listed case fails the suite when a failure has another cause, or when every sample passes
+(at the full level, which runs them all), so stale entries get removed. Each op family keeps
+all its ops' entries, every path's, in `xfails/<family>.py`; this module merges them.
 """
 
-from .xfails import elementwise, indexing, nn, reduction, reference, shape, special_values
+from tests.conformance.expectations import Expected, merge
 
-EXPECTED_FAILURES: dict[str, str] = {}
-for _family in (elementwise, indexing, nn, reduction, reference, shape, special_values):
-    _overlap = EXPECTED_FAILURES.keys() & _family.EXPECTED_FAILURES.keys()
-    assert not _overlap, f"expected failures listed twice: {_overlap}"
-    EXPECTED_FAILURES.update(_family.EXPECTED_FAILURES)
+from .xfails import elementwise, indexing, nn, reduction, shape
+
+EXPECTED_FAILURES: dict[str, Expected] = merge(
+    (family.__name__, family.EXPECTED_FAILURES) for family in (elementwise, indexing, nn, reduction, shape)
+)
+
+#: The special-values pass's path: entries for every path do not cover it.
+SPECIAL = "special"
 
 
-def expected_failure(opinfo_id: str, dtype: str, path: str) -> str | None:
-    """The reason (op, dtype, path) is expected to fail, from the most specific entry that matches."""
-    for key in (f"{opinfo_id}:{dtype}:{path}", f"{opinfo_id}:*:{path}", f"{opinfo_id}:{dtype}", opinfo_id):
-        if key in EXPECTED_FAILURES:
-            return EXPECTED_FAILURES[key]
-    return None
+def expected_failure(opinfo_id: str, dtype: str, path: str) -> tuple[str, Expected] | None:
+    """(key, entry) of the most specific entry that expects (op, dtype, path) to fail, if any."""
+    keys = [f"{opinfo_id}:{dtype}:{path}", f"{opinfo_id}:*:{path}"]
+    if path != SPECIAL:
+        keys += [f"{opinfo_id}:{dtype}", opinfo_id]
+    return next(((key, EXPECTED_FAILURES[key]) for key in keys if key in EXPECTED_FAILURES), None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import re
 import unittest.mock
 import warnings
 from collections.abc import Callable
@@ -233,11 +234,36 @@ def _signed_zeros(got: torch.Tensor, want: torch.Tensor) -> str:
     return f"{int(wrong.sum())} zeros of the wrong sign, first at index {first} (expected {want[first].item()})"
 
 
+#: How a failure's detail names an exception: "conversion crashed: <Name>: ..." and "<mode>: <Name>: ..."
+#: (mode: eager or jit; the eager frontend's read "eager: <Name>: ...") for a failed sample, "<Name>: ..."
+#: for conversion's refusals. A mismatch reads "<mode>: output 0: ..." or "eager <variant>: ...".
+_FAILED_ERROR = re.compile(r"(?:conversion crashed|eager|jit): ([A-Za-z_]\w*): ")
+_REFUSAL = re.compile(r"([A-Za-z_]\w*): ")
+
+
+def failure_kind(status: str, detail: str) -> str:
+    """The kind of a failed or unconvertible sample (`expectations.Failure.kind`) from its status
+    and detail: "missing" (conversion lists ops it cannot lower), "error:<ExceptionName>"
+    (conversion or a run raised it) or "mismatch" (it ran; the outputs differ)."""
+    if status == "unconvertible":
+        if detail.startswith("missing "):
+            return "missing"
+        named = _REFUSAL.match(detail)
+        return f"error:{named[1]}" if named else "error:ExportError"
+    named = _FAILED_ERROR.match(detail)
+    return f"error:{named[1]}" if named else "mismatch"
+
+
 @dataclasses.dataclass
 class Outcome:
     status: str  # passed | failed | unexportable | unconvertible
     detail: str = ""
     aten_ops: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """For a failed or unconvertible sample, its kind of failure (`failure_kind`)."""
+        return failure_kind(self.status, self.detail)
 
 
 class _SampleModule(torch.nn.Module):
@@ -473,7 +499,7 @@ def run_sample(op, sample, dtype, *, decompose: str = "auto", special_values: bo
         except UnsupportedOpsError as e:
             return Outcome("unconvertible", "missing " + ", ".join(e.ops), tuple(e.ops))
         except ExportError as e:
-            return Outcome("unconvertible", str(e)[:200])
+            return Outcome("unconvertible", f"{type(e).__name__}: {str(e)[:200]}")
         except Exception as e:
             if decompose == "core":
                 return Outcome("unexportable", f"run_decompositions fails: {type(e).__name__}")

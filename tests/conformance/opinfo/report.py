@@ -14,6 +14,7 @@ import gzip
 import json
 import os
 
+from tests.conformance.expectations import Failure
 from tests.conformance.opinfo import harness
 from tests.conformance.opinfo.expected_failures import expected_failure
 from tests.conformance.opinfo.harness import (
@@ -45,8 +46,12 @@ def core_aten_ops() -> list[str]:
 
 
 def classify(row: dict) -> str:
+    """A sample's status, its failure judged: an "expected failure" when an entry expects it and it
+    has the entry's stated cause, else "failed"."""
     if row["status"] in ("failed", "unconvertible"):
-        return "expected failure" if expected_failure(row["op"], row["dtype"], row["path"]) else "failed"
+        entry = expected_failure(row["op"], row["dtype"], row["path"])
+        failure = Failure(harness.failure_kind(row["status"], row["detail"]), row["detail"])
+        return "expected failure" if entry and entry[1].explains(failure) else "failed"
     return row["status"]
 
 
@@ -165,13 +170,15 @@ def summarize(rows: list[dict], level: str, done: set = frozenset()) -> str:
     out.append("")
     out.append("## Expected failures")
     out.append("")
-    out.append("| OpInfo | dtype | path | samples | reason |")
-    out.append("|---|---|---|---:|---|")
+    out.append("| OpInfo | dtype | path | samples | fails with | reason |")
+    out.append("|---|---|---|---:|---|---|")
     grouped = collections.Counter(
         (r["op"], r["dtype"], r["path"]) for r in rows if classify(r) == "expected failure"
     )
     for (op, dtype, path), n in sorted(grouped.items()):
-        out.append(f"| {op} | {dtype[6:]} | {path} | {n} | {expected_failure(op, dtype, path)} |")
+        _, entry = expected_failure(op, dtype, path)
+        cause = entry.cause.replace("|", "\\|")
+        out.append(f"| {op} | {dtype[6:]} | {path} | {n} | {cause} | {entry.reason} |")
     out.append("")
     failures = [r for r in rows if classify(r) == "failed"]
     out.append("## Unexpected failures")
@@ -182,7 +189,11 @@ def summarize(rows: list[dict], level: str, done: set = frozenset()) -> str:
         out.append("| OpInfo | dtype | path | sample | detail |")
         out.append("|---|---|---|---:|---|")
         for r in failures:
-            detail = r["detail"].replace("|", "\\|").replace("\n", " ")[:160]
+            detail = r["detail"].replace("\n", " ")[:160]
+            entry = expected_failure(r["op"], r["dtype"], r["path"])
+            if entry:  # listed, but failing with another cause than the entry states
+                detail += f" (listed as {entry[0]}, expected to fail with {entry[1].cause})"
+            detail = detail.replace("|", "\\|")
             out.append(f"| {r['op']} | {r['dtype'][6:]} | {r['path']} | {r['sample']} | {detail} |")
     out.append("")
     return "\n".join(out)

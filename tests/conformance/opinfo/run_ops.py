@@ -3,6 +3,8 @@
     python -m tests.conformance.opinfo.run_ops add mul --dtypes float32,int64 --samples 3 [--path core]
 
 A quick loop for developing lowerings; the test suite is tests/conformance/opinfo/test_opinfo.py.
+For a listed case it prints the expected-failure entry and marks each failure that has the
+entry's stated cause "[expected]", any other "[<kind>: not the stated cause]".
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import time
 import jax
 import torch
 
+from tests.conformance.expectations import Failure
 from tests.conformance.opinfo import harness
+from tests.conformance.opinfo.expected_failures import expected_failure
 
 
 def main() -> None:
@@ -49,13 +53,20 @@ def main() -> None:
             samples = harness.samples(op, dtype)
             if opts.samples:
                 samples = samples[: opts.samples]
+            key, expected = expected_failure(name, str(dtype), opts.path) or (None, None)
             for i, sample in enumerate(samples):
                 outcome = harness.run_sample(op, sample, dtype, decompose=opts.path)
                 counts[outcome.status] += 1
                 if outcome.status != "passed":
-                    details.append(f"    [{i}] {outcome.status}: {outcome.detail}")
+                    line = f"    [{i}] {outcome.status}: {outcome.detail}"
+                    if expected and outcome.status in ("failed", "unconvertible"):
+                        explained = expected.explains(Failure(outcome.kind, outcome.detail))
+                        line += " [expected]" if explained else f" [{outcome.kind}: not the stated cause]"
+                    details.append(line)
             total.update(counts)
             print(f"{name:40s} {str(dtype)[6:]:9s} {dict(counts)} {time.perf_counter() - start:.1f}s")
+            if expected:
+                print(f"    listed as {key}: fails with {expected.cause}; {expected.reason}")
             for line in details[: None if opts.verbose else 3]:
                 print(line)
     print("total", dict(total))

@@ -12,8 +12,11 @@ infinities of both signs, zeros of both signs, ties. Each sample goes through
 `special_values=True`: NaNs in the same places, infinities equal, zeros of the same sign, and
 subnormals read as XLA:CPU reads them (`harness.SUBNORMALS_AS_ZERO`).
 
-Expected failures are listed by cause, with their reasons, in `tests/conformance/opinfo/xfails/special_values.py`
-(`"opinfo_id:*:special"`); a listed op whose samples all pass fails, so stale entries get removed.
+Expected failures are listed with each op's other entries in its family's
+`tests/conformance/opinfo/xfails/<family>.py` (`"opinfo_id:*:special"`), most under the causes
+in `xfails/reasons.py`. A listed op xfails only when every failing call fails with the entry's
+stated cause (for the sign of zeros, a detail naming zeros of the wrong sign); a failure of
+another kind fails it, as does a listed op whose calls all pass, so stale entries get removed.
 """
 
 from __future__ import annotations
@@ -30,10 +33,10 @@ from torch.testing._internal.opinfo.core import (
     UnaryUfuncInfo,
 )
 
+from tests.conformance.expectations import Failure, judge
 from tests.conformance.opinfo import harness
-from tests.conformance.opinfo.expected_failures import EXPECTED_FAILURES
+from tests.conformance.opinfo.expected_failures import SPECIAL, expected_failure
 
-PATH = "special"
 DTYPES = (torch.float32, torch.float64)
 
 
@@ -203,10 +206,7 @@ def test_special_values(op, dtype, kind):
     ran = [o for o in outcomes if o.status != "unexportable"]
     if not ran:
         pytest.skip("; ".join(sorted({o.detail for o in outcomes})) or "no samples")
-    failures = [f"call {i}: {o.detail}" for i, o in enumerate(outcomes) if o.status in ("failed", "unconvertible")]
-    name = harness.opinfo_id(op)
-    key = next((k for k in (f"{name}:{dtype}:{PATH}", f"{name}:*:{PATH}") if k in EXPECTED_FAILURES), None)
-    if key:
-        assert failures, f"{key} is listed in tests/conformance/opinfo/xfails/special_values.py but passes: remove it"
-        pytest.xfail(EXPECTED_FAILURES[key])
-    assert not failures, "\n".join(failures[:5])
+    failures = [Failure(o.kind, o.detail, f"call {i}") for i, o in enumerate(outcomes)
+                if o.status in ("failed", "unconvertible")]
+    key, expected = expected_failure(harness.opinfo_id(op), str(dtype), SPECIAL) or (None, None)
+    judge(key, expected, failures)

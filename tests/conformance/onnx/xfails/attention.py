@@ -2,4 +2,6 @@
 LinearAttention, CausalConvWithState): none. Their own cases all pass; an `*_expanded` case
 that fails does so for other families' ops (MatMul, Softmax, ...), not these lowerings."""
 
-EXPECTED_FAILURES: dict[str, str] = {}
+from tests.conformance.expectations import Expected
+
+EXPECTED_FAILURES: dict[str, Expected] = {}

@@ -1,4 +1,6 @@
 """Expected failures of control flow (If, Loop, Scan) and NonMaxSuppression: none. Every
 case passes."""
 
-EXPECTED_FAILURES: dict[str, str] = {}
+from tests.conformance.expectations import Expected
+
+EXPECTED_FAILURES: dict[str, Expected] = {}

@@ -1,3 +1,5 @@
 """Expected conformance failures of the sampling ops: none."""
 
-EXPECTED_FAILURES: dict[str, str] = {}
+from tests.conformance.expectations import Expected
+
+EXPECTED_FAILURES: dict[str, Expected] = {}

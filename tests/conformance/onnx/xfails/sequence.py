@@ -1,3 +1,5 @@
 """Expected failures of the sequence and optional ops: none. Every case passes."""
 
-EXPECTED_FAILURES: dict[str, str] = {}
+from tests.conformance.expectations import Expected
+
+EXPECTED_FAILURES: dict[str, Expected] = {}

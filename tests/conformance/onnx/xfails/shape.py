@@ -1,4 +1,6 @@
 """Expected failures of the shape ops: none. Every case of them can pass; `*_expanded` cases
 that fail do so only for want of other families' ops."""
 
-EXPECTED_FAILURES: dict[str, str] = {}
+from tests.conformance.expectations import Expected
+
+EXPECTED_FAILURES: dict[str, Expected] = {}
