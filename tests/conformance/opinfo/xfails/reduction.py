@@ -30,8 +30,6 @@ EXPECTED_FAILURES: dict[str, Expected] = {
         # the graph paths find no lowering for the sparse op; on the jax device the CSR operand fails
         fails=("missing", "error:RuntimeError"), detail=r"missing aten\._sparse_mm|Sparse CSR",
     ),
-    "stft": Expected("no lowering yet for aten.stft; the conversion error lists it",
-                     fails="missing", detail=r"missing aten\.stft\."),
     "linalg.matrix_rank:*:eager_out": _RANK_NEVER_WRITTEN,
     "linalg.matrix_rank.hermitian:*:eager_out": _RANK_NEVER_WRITTEN,
     **on_paths(SPECIAL, {
