@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test opinfo-report opinfo-full opinfo-eager opinfo-reference onnx-report catalogue lint bench bench-real-sizes clean
+.PHONY: setup demo test opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference onnx-report catalogue lint bench bench-real-sizes clean
 
 setup: $(STAMP)
 
@@ -23,7 +23,13 @@ demo: setup
 test: setup
 	$(PY) -m ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q -n 2
+	$(PY) -m pytest -q -n 2 --dist loadgroup
+
+# The OpInfo suite at the standard level: all four smoke dtypes (float32, int64, bool, float16) with
+# two samples each on every path `make test` runs (whose smoke level takes float32 and one more
+# dtype per op, one sample); about 25 minutes on two cores.
+opinfo-smoke: setup
+	$(PY) -m pytest -q -n 2 -p no:cacheprovider tests/conformance/opinfo/test_opinfo.py --opinfo=standard
 
 # ONNX's node conformance cases; regenerates docs/onnx-conformance.md from the results.
 onnx-report: setup

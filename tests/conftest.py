@@ -15,7 +15,7 @@ import pytest
 
 def pytest_addoption(parser):
     parser.addoption("--opinfo", default=os.environ.get("JAXPORT_OPINFO", "smoke"),
-                     choices=["smoke", "wide", "full"], help="OpInfo sweep size (default: smoke)")
+                     choices=["smoke", "standard", "wide", "full"], help="OpInfo sweep size (default: smoke)")
     parser.addoption("--opinfo-report", default=os.environ.get("JAXPORT_OPINFO_REPORT"),
                      help="write per-sample OpInfo results as JSON to this path")
     parser.addoption("--opinfo-resume", action="store_true",

@@ -29,6 +29,9 @@ RUNNER = ROOT / "tests" / "conformance" / "codegen" / "runner.py"
 TORCH_MODELS = sorted(zoo.MODELS)
 LIGHT = [name for name, *_ in LIGHT_MODELS]
 
+#: One worker emits and runs every model (the `emitted` fixture, minutes), not each worker once.
+pytestmark = pytest.mark.xdist_group("codegen")
+
 
 def _case(folder: Path, model, inputs: list, jitted: bool) -> Path:
     """Emit `model` into folder/model and save what the runner needs and the reference."""
