@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference onnx-report catalogue lint bench bench-real-sizes clean
+.PHONY: setup demo test codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference onnx-report catalogue lint bench bench-real-sizes clean
 
 setup: $(STAMP)
 
@@ -30,6 +30,10 @@ test: setup
 # dtype per op, one sample); about 25 minutes on two cores.
 opinfo-smoke: setup
 	$(PY) -m pytest -q -n 2 -p no:cacheprovider tests/conformance/opinfo/test_opinfo.py --opinfo=standard
+
+# Code generation for all nine light ONNX models (make test emits three of them).
+codegen-models: setup
+	JAXPORT_CODEGEN_LIGHT=all $(PY) -m pytest -q -p no:cacheprovider tests/backends/test_codegen.py
 
 # ONNX's node conformance cases; regenerates docs/onnx-conformance.md from the results.
 onnx-report: setup

@@ -470,8 +470,14 @@ def _draws_random(model, inputs) -> bool:
     )
 
 
-def run_sample(op, sample, dtype, *, decompose: str = "auto", special_values: bool = False) -> Outcome:
-    """Export, convert and compare one OpInfo sample.
+#: How a converted sample runs: op by op (`apply` outside jit) and under `jax.jit`.
+MODES = ("eager", "jit")
+
+
+def run_sample(op, sample, dtype, *, decompose: str = "auto", special_values: bool = False,
+               modes: tuple[str, ...] = MODES) -> Outcome:
+    """Export, convert and compare one OpInfo sample, run in each of `modes` ("eager": op by op,
+    "jit"); a model that cannot be jitted (value-dependent shapes) always runs op by op too.
 
     `special_values` marks a sample built from NaN, infinities, signed zeros and subnormals:
     zeros then compare by sign, and PyTorch's reference sees subnormals as XLA:CPU does
@@ -508,7 +514,9 @@ def run_sample(op, sample, dtype, *, decompose: str = "auto", special_values: bo
     model.strict = True
     inputs = [dlpack.to_jax(t) for t in tensors]
     values = op.name not in UNCHECKED_VALUES and not _draws_random(model, inputs)
-    for mode in ("eager", "jit"):
+    if not model.jittable and "eager" not in modes:
+        modes = ("eager", *modes)
+    for mode in modes:
         fn = model.apply if mode == "eager" else jax.jit(model.apply)
         try:
             actual = _flat_outputs(fn(model.params, *inputs))
