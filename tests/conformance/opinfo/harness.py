@@ -472,6 +472,9 @@ def _draws_random(model, inputs) -> bool:
 
 #: How a converted sample runs: op by op (`apply` outside jit) and under `jax.jit`.
 MODES = ("eager", "jit")
+#: The modes each `--opinfo` level runs: the smoke level (make test) jitted only, since a sample's
+#: program is one op or a few and jitting it whole checks nearly what running it op by op does.
+LEVEL_MODES = {"smoke": ("jit",), "standard": MODES, "wide": MODES, "full": MODES}
 
 
 def run_sample(op, sample, dtype, *, decompose: str = "auto", special_values: bool = False,

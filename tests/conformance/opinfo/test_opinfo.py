@@ -35,8 +35,6 @@ REFERENCE_PATHS = ("reference", "eager_reference")
 
 #: Per level and conversion path: the dtypes tested and at most how many samples of each (None: all).
 #: The core path re-decomposes every sample with run_decompositions (~0.2 s each), so it is lighter.
-#: How converted samples run at each level: op by op and jitted, or (smoke) jitted only.
-MODES = {"smoke": ("jit",), "standard": harness.MODES, "wide": harness.MODES, "full": harness.MODES}
 #: At the smoke level the core path runs one op in this many (by name: the same ops every run).
 SMOKE_CORE_SHARE = 3
 
@@ -138,7 +136,7 @@ def test_opinfo(opinfo_case, request):
             outcome = harness.run_sample_eager(op, sample, dtype, variant=EAGER_PATHS[path])
         else:
             outcome = harness.run_sample(op, sample, dtype, decompose="auto" if path == "reference" else path,
-                                         modes=MODES[level])
+                                         modes=harness.LEVEL_MODES[level])
         OPINFO_RESULTS.record({
             "path": path, "op": harness.opinfo_id(op), "dtype": str(dtype), "sample": i,
             "status": outcome.status, "detail": outcome.detail, "aten": list(outcome.aten_ops),
