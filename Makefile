@@ -91,18 +91,22 @@ lint: setup
 	$(PY) -m ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports
 
+# Every benchmark pins every backend to the same cores: CORES=1 (default) or CORES=all.
+CORES ?= 1
 bench: setup
-	$(PY) benchmarks/bench_models.py
-	$(PY) benchmarks/bench_eager.py
-	$(PY) benchmarks/bench_onnx.py
-	$(PY) benchmarks/bench_train.py
-	$(PY) benchmarks/bench_generate.py --memory
-	$(PY) benchmarks/bench_convolutions.py
+	$(PY) benchmarks/bench_models.py --cores $(CORES)
+	$(PY) benchmarks/bench_eager.py --cores $(CORES)
+	$(PY) benchmarks/bench_onnx.py --cores $(CORES)
+	$(PY) benchmarks/bench_train.py --cores $(CORES)
+	$(PY) benchmarks/bench_generate.py --memory --cores $(CORES)
+	$(PY) benchmarks/bench_convolutions.py --cores $(CORES)
 
-# Hugging Face models at real widths against eager, torch.compile and onnxruntime (about an
-# hour on 2 cores); resumable: results accumulate in benchmarks/results/real_sizes.jsonl.
+# Hugging Face models at real widths against eager, torch.compile and onnxruntime, on one core
+# each and then on all cores each (about an hour each on 2 cores); resumable: results accumulate
+# in benchmarks/results/real_sizes_<N>core.jsonl, stamped row by row.
 bench-real-sizes: setup
-	$(PY) benchmarks/bench_real_sizes.py
+	$(PY) benchmarks/bench_real_sizes.py --cores 1 --markdown build/real_sizes_1core.md
+	$(PY) benchmarks/bench_real_sizes.py --cores all --markdown build/real_sizes_allcores.md
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -1,45 +1,119 @@
-"""The dated, machine-stamped table every benchmark script prints (and writes for the README)."""
+"""Timing on equal terms and the provenance every result carries.
+
+`interleaved` times several backends in turns, wall and CPU time per call; `stamp` says which
+commit, date, machine, library versions and thread settings a result comes from; `publish`
+prints a table under the stamps of the rows it was made from.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import functools
+import importlib.metadata
 import os
 import platform
 import statistics
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-import jax
-import torch
+import _setup
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+#: The libraries whose versions a result depends on (those installed).
+LIBRARIES = ("torch", "jax", "jaxlib", "onnxruntime", "transformers", "numpy")
 
 
-def publish(table: str, runs: int, markdown: str | None, timing: str = "") -> None:
-    """Print `table` under a line saying when, where and how it was measured; also write it to
-    `markdown` if given."""
-    header = (
-        f"{datetime.date.today()}, {platform.machine()} {os.cpu_count()} cores, one thread each; "
-        f"torch {torch.__version__}, jax {jax.__version__}; {timing or f'median of {runs} runs'}"
-    )
-    text = header + "\n\n" + table + "\n"
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Median seconds per call, of the wall clock and of the process's CPU time (all its threads).
+    `cpus` is how many cores the call kept busy: above the cores it was given means it was not
+    confined to them, far below means it left them idle."""
+
+    wall_s: float
+    cpu_s: float
+
+    @property
+    def cpus(self) -> float:
+        return self.cpu_s / self.wall_s
+
+
+def interleaved(fns: list[Callable[[], object]], runs: int, block: int = 10) -> list[Timing]:
+    """Time each of `fns`: `runs` calls each after a warm-up call, in blocks of `block` calls
+    that take turns. Taking turns puts every side of a comparison in the same moments of a
+    shared machine, whose speed drifts by 20% between back-to-back medians here; blocks keep
+    each side's caches warm, as back-to-back calls would."""
+    for fn in fns:
+        fn()
+    walls: list[list[float]] = [[] for _ in fns]
+    cpus: list[list[float]] = [[] for _ in fns]
+    while len(walls[0]) < runs:
+        for fn, wall, cpu in zip(fns, walls, cpus):
+            for _ in range(min(block, runs - len(wall))):
+                start, start_cpu = time.perf_counter(), time.process_time()
+                fn()
+                cpu.append(time.process_time() - start_cpu)
+                wall.append(time.perf_counter() - start)
+    return [Timing(statistics.median(w), statistics.median(c)) for w, c in zip(walls, cpus)]
+
+
+@functools.cache
+def _commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short=10", "HEAD") or "unknown"
+    return commit + ("+dirty" if git("status", "--porcelain", "--untracked-files=no", "src", "benchmarks") else "")
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def stamp() -> dict:
+    """Where a result comes from: commit (+dirty when src/ or benchmarks/ had changes), date,
+    machine, library versions, and the cores and threads each backend was given."""
+    versions = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return {"commit": _commit(), "date": datetime.date.today().isoformat(),
+            "machine": f"{platform.machine()} {_cpu_model()}, {os.cpu_count()} cores",
+            "versions": versions, **_setup.settings()}
+
+
+def describe(stamps: Iterable[dict]) -> str:
+    """One line naming what a set of result rows was measured on (each fact once, several where
+    the rows differ, so a table mixing commits or settings says so)."""
+    stamps = list(stamps)
+
+    def values(key: str, fmt=str) -> str:
+        seen = list(dict.fromkeys(fmt(s[key]) for s in stamps if key in s))
+        return " and ".join(seen) if seen else "?"
+
+    cores = values("cores", lambda c: f"{len(c)} core{'s' * (len(c) > 1)} each (cpus {','.join(map(str, c))})")
+    versions = values("versions", lambda v: ", ".join(f"{k} {v[k]}" for k in sorted(v)))
+    return (f"Measured {values('date')} at commit {values('commit')}; {values('machine')}; {cores}, "
+            f"torch and onnxruntime threads to match, XLA sized by the affinity; {versions}")
+
+
+def publish(table: str, markdown: str | None, timing: str, stamps: Iterable[dict] | None = None) -> None:
+    """Print `table` under the line describing `stamps` (default: this run) and how it was
+    timed; also write it to `markdown` if given."""
+    text = f"{describe(stamps or [stamp()])}; {timing}\n\n{table}\n"
     print()
     print(text)
     if markdown:
+        os.makedirs(os.path.dirname(markdown) or ".", exist_ok=True)
         with open(markdown, "w") as f:
             f.write(text)
-
-
-def interleaved_medians(fns: list[Callable[[], object]], runs: int, block: int = 10) -> list[float]:
-    """Median seconds of a call of each of `fns`: `runs` calls each after a warm-up call, made
-    in blocks of `block` calls that take turns. Taking turns puts every side of a comparison
-    in the same moments of a shared machine, whose speed drifts by 20% between back-to-back
-    medians here; blocks keep each side's caches warm, as back-to-back calls would."""
-    for fn in fns:
-        fn()
-    times: list[list[float]] = [[] for _ in fns]
-    while len(times[0]) < runs:
-        for fn, spent in zip(fns, times):
-            for _ in range(min(block, runs - len(spent))):
-                start = time.perf_counter()
-                fn()
-                spent.append(time.perf_counter() - start)
-    return [statistics.median(t) for t in times]

@@ -1,6 +1,6 @@
-"""Grouped and depthwise convolutions: how each formulation runs on this CPU, one thread.
+"""Grouped and depthwise convolutions: how each formulation runs on this CPU, on the same cores.
 
-    python benchmarks/bench_convolutions.py [--runs 30] [--markdown out.md]
+    python benchmarks/bench_convolutions.py [--runs 30] [--cores 1|N|all] [--markdown out.md]
 
 The layer shapes of the CNNs people run (MobileNetV2, EfficientNet-B0, ConvNeXt, ResNeXt,
 ResNet), float32, each through PyTorch's `conv2d`, XLA's own grouped convolution
@@ -13,7 +13,7 @@ difference from PyTorch relative to the output's magnitude.
 
 from __future__ import annotations
 
-import _setup  # noqa: F401  (first: one thread each, before JAX and torch start)
+import _setup  # first: pins the cores before JAX and torch start
 
 # isort: split
 import argparse
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from jax import lax
 
-from _report import interleaved_medians, publish
+from _report import interleaved, publish
 from jaxport.compare import compare
 from jaxport.ops._convolution import convolve
 
@@ -59,27 +59,30 @@ def measure(case: tuple, runs: int) -> dict:
         reference = torch.nn.functional.conv2d(tx, tw, stride=stride, padding=pad, groups=groups).numpy()
         check = compare("y", chosen(jx, jw), reference)
         error = check.max_abs / max(1.0, check.scale)
-        torch_s, grouped_s, chosen_s = interleaved_medians([
+        torch_t, grouped_t, chosen_t = interleaved([
             lambda: torch.nn.functional.conv2d(tx, tw, stride=stride, padding=pad, groups=groups),
             lambda: jax.block_until_ready(grouped(jx, jw)),
             lambda: jax.block_until_ready(chosen(jx, jw)),
         ], runs)
-    return {"torch_ms": torch_s * 1e3, "xla_ratio": grouped_s / torch_s, "jaxport_ratio": chosen_s / torch_s,
-            "error": error}
+    return {"torch_ms": torch_t.wall_s * 1e3, "xla_ratio": grouped_t.wall_s / torch_t.wall_s,
+            "jaxport_ratio": chosen_t.wall_s / torch_t.wall_s, "error": error,
+            "cpus": max(t.cpus for t in (torch_t, grouped_t, chosen_t))}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--markdown")
+    _setup.add_cores_argument(parser)
     opts = parser.parse_args()
-    lines = ["| layer (NCHW, float32) | PyTorch (ms) | XLA grouped conv / PyTorch | jaxport / PyTorch | max error |",
-             "|---|---:|---:|---:|---:|"]
+    lines = ["| layer (NCHW, float32) | PyTorch (ms) | XLA grouped conv / PyTorch | jaxport / PyTorch | max error "
+             "| most CPUs any used |",
+             "|---|---:|---:|---:|---:|---:|"]
     for name, case in CASES.items():
         row = measure(case, opts.runs)
         lines.append(f"| {name} | {row['torch_ms']:.2f} | {row['xla_ratio']:.2f}x | {row['jaxport_ratio']:.2f}x | "
-                     f"{row['error']:.1e} |")
-    publish("\n".join(lines), opts.runs, opts.markdown)
+                     f"{row['error']:.1e} | {row['cpus']:.2f} |")
+    publish("\n".join(lines), opts.markdown, f"median of {opts.runs} interleaved calls")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Eager dispatch overhead: PyTorch code on `device="jax"` against PyTorch eager and bare JAX.
 
-    python benchmarks/bench_eager.py [--runs 200] [--markdown out.md]
+    python benchmarks/bench_eager.py [--runs 200] [--cores 1|N|all] [--markdown out.md]
 
-Each row times one workload three ways, one thread each: PyTorch eager on the CPU,
+Each row times one workload three ways, on the same cores: PyTorch eager on the CPU,
 the same torch code on JaxTensors under `jaxport.eager()`, and the equivalent
 jax.numpy calls run eagerly (the floor a tensor subclass over JAX can approach:
 each op is one JAX dispatch). Per-op figures divide by the ATen ops the workload
@@ -11,7 +11,7 @@ issues. Results are blocked until ready.
 
 from __future__ import annotations
 
-import _setup  # noqa: F401  (first: one thread each, before JAX and torch start)
+import _setup  # first: pins the cores before JAX and torch start
 
 # isort: split
 import argparse
@@ -100,6 +100,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--markdown", help="also write the table here")
+    _setup.add_cores_argument(parser)
     opts = parser.parse_args()
     lines = [
         "| workload | ATen ops | PyTorch eager (µs) | jaxport eager (µs) | bare JAX eager (µs) | jaxport µs/op | JAX µs/op |",
@@ -116,7 +117,7 @@ def main() -> None:
     for name, seconds in floors(opts.runs):
         lines.append(f"| {name} | {seconds * 1e6:.1f} |")
         print(lines[-1], flush=True)
-    publish("\n".join(lines), opts.runs, opts.markdown, f"the lowest of 5 medians of {opts.runs} runs")
+    publish("\n".join(lines), opts.markdown, f"the lowest of 5 medians of {opts.runs} runs")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""Greedy generation with a KV cache: jaxport against Hugging Face's `generate`, one thread each.
+"""Greedy generation with a KV cache: jaxport against Hugging Face's `generate`, on the same cores.
 
-    python benchmarks/bench_generate.py [--batches 1 8] [--runs 5] [--markdown out.md] [--small]
+    python benchmarks/bench_generate.py [--batches 1 8] [--runs 5] [--cores 1|N|all] [--markdown out.md] [--small]
 
 A Llama-style model of about 100 M parameters (hidden 768, 12 layers, 12 heads sharing 4 key/value
 heads, MLP 2048, vocabulary 32,000) built from its config with random weights; a 64-token
@@ -15,14 +15,14 @@ taking turns run by run:
 
 Time to first token is `generate` with `max_new_tokens=1` (prefill and one token); decode
 tokens/s counts the other 63 steps' tokens, batch included, over the time the full run takes
-beyond that. Peak memory (`--memory`, Linux) is what each backend adds to a fresh process's
+beyond that; "CPUs" is the full run's CPU time over its wall time. Peak memory (`--memory`, Linux) is what each backend adds to a fresh process's
 resident memory at its peak once the PyTorch model is built: converting or compiling, then
 generating 1 and 64 tokens.
 """
 
 from __future__ import annotations
 
-import _setup  # noqa: F401  (first: one thread each, before JAX and torch start)
+import _setup  # first: pins the cores before JAX and torch start
 
 # isort: split
 import argparse
@@ -95,20 +95,21 @@ def runners(model, batch: int, backends) -> dict:
 def measure(model, batch: int, runs: int, backends) -> dict:
     fns = runners(model, batch, backends)
     tokens = {name: fn(NEW) for name, fn in fns.items()}
-    first, full = {n: [] for n in fns}, {n: [] for n in fns}
+    first, full, cpu = {n: [] for n in fns}, {n: [] for n in fns}, {n: [] for n in fns}
     for _ in range(runs):  # backends take turns, run by run
         for name, fn in fns.items():
             start = time.perf_counter()
             fn(1)
             first[name].append(time.perf_counter() - start)
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             fn(NEW)
             full[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
     rows = {}
     for name in fns:
         ttft, total = statistics.median(first[name]), statistics.median(full[name])
         rows[name] = {"ttft_ms": ttft * 1e3, "decode_tok_s": batch * (NEW - 1) / (total - ttft),
-                      "total_s": total}
+                      "total_s": total, "cpus": statistics.median(cpu[name]) / total}
     reference = tokens.get("eager")
     for name in fns:
         rows[name]["same_tokens"] = None if reference is None else bool(np.array_equal(tokens[name], reference))
@@ -123,7 +124,8 @@ def _status_mib(field: str) -> float:
 def peak_memory(backend: str, batch: int, small: bool) -> float:
     """Peak resident MiB a fresh process adds once its model is built: converting or compiling,
     and generating at both lengths (Linux: the high-water mark is reset after building)."""
-    command = [sys.executable, __file__, "--peak", backend, "--batches", str(batch)] + (["--small"] if small else [])
+    command = [sys.executable, __file__, "--peak", backend, "--batches", str(batch), "--cores", str(_setup.THREADS)]
+    command += ["--small"] if small else []
     proc = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])["peak_mib"]
 
@@ -137,6 +139,7 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="a tiny model, to check the script quickly")
     parser.add_argument("--markdown")
     parser.add_argument("--peak", choices=BACKENDS, help=argparse.SUPPRESS)
+    _setup.add_cores_argument(parser)
     opts = parser.parse_args()
     model = build(opts.small)
     if opts.peak:
@@ -147,9 +150,9 @@ def main() -> None:
         print(json.dumps({"peak_mib": _status_mib("VmHWM") - built}))
         return
     params = sum(p.numel() for p in model.parameters())
-    lines = ["| batch | backend | time to first token (ms) | decode tokens/s | vs PyTorch eager | same tokens as eager"
-             + (" | peak memory beyond the model (MiB)" if opts.memory else "") + " |",
-             "|---:|---|---:|---:|---:|---|" + ("---:|" if opts.memory else "")]
+    lines = ["| batch | backend | time to first token (ms) | decode tokens/s | vs PyTorch eager | CPUs "
+             "| same tokens as eager" + (" | peak memory beyond the model (MiB)" if opts.memory else "") + " |",
+             "|---:|---|---:|---:|---:|---:|---|" + ("---:|" if opts.memory else "")]
     for batch in opts.batches:
         rows = measure(model, batch, opts.runs, opts.backends)
         base = rows.get("eager", {}).get("decode_tok_s")
@@ -157,12 +160,12 @@ def main() -> None:
             speedup = f"{row['decode_tok_s'] / base:.2f}x" if base else "-"
             memory = f" | {peak_memory(name, batch, opts.small):,.0f}" if opts.memory else ""
             lines.append(f"| {batch} | {name} | {row['ttft_ms']:.1f} | {row['decode_tok_s']:.1f} | {speedup} | "
-                         f"{row['same_tokens']}{memory} |")
+                         f"{row['cpus']:.2f} | {row['same_tokens']}{memory} |")
     cache_mib = 2 * model.config.num_hidden_layers * model.config.num_key_value_heads * (PROMPT + NEW) * (
         model.config.hidden_size // model.config.num_attention_heads) * 4 / 2**20
     timing = (f"Llama-style, {params / 1e6:.0f} M parameters, prompt {PROMPT}, {NEW} new tokens, greedy; "
               f"median of {opts.runs} runs; jaxport's cache {cache_mib:.1f} MiB per row, allocated once")
-    publish("\n".join(lines), opts.runs, opts.markdown, timing)
+    publish("\n".join(lines), opts.markdown, timing)
 
 
 if __name__ == "__main__":

@@ -1,18 +1,18 @@
-"""Conversion time and steady-state latency of jaxport against PyTorch eager, one thread each.
+"""Conversion time and steady-state latency of jaxport against PyTorch eager, on the same cores.
 
-    python benchmarks/bench_models.py [model ...] [--runs 100] [--markdown out.md]
+    python benchmarks/bench_models.py [model ...] [--runs 100] [--cores 1|N|all] [--markdown out.md]
 
 Conversion is torch.export plus building jaxport's program (no XLA compile); "emit
 source" is generating the standalone module's text (`jaxport.emit` without writing files);
 "warm" is a second conversion in the same process, once torch.export's
 one-time start-up is paid. Latency is the median of --runs calls after a
 warm-up call, the two libraries taking turns in blocks of 10 calls, with JAX blocked
-until ready.
+until ready; "CPUs" is CPU time over wall time per call (at most the cores given).
 """
 
 from __future__ import annotations
 
-import _setup  # noqa: F401  (first: one thread each, before JAX and torch start)
+import _setup  # first: pins the cores before JAX and torch start
 
 # isort: split
 import argparse
@@ -23,7 +23,7 @@ import torch
 from tests.support.zoo import MODELS
 
 import jaxport
-from _report import interleaved_medians, publish
+from _report import interleaved, publish
 from jaxport.backends.codegen import generate
 
 
@@ -43,7 +43,7 @@ def bench(name: str, runs: int) -> dict:
     jax.block_until_ready(model(*jargs, **jkwargs))
     compile_s = time.perf_counter() - start
     with torch.no_grad():
-        torch_s, jax_s = interleaved_medians(
+        torch_t, jax_t = interleaved(
             [lambda: module(*args, **kwargs), lambda: jax.block_until_ready(model(*jargs, **jkwargs))], runs)
     return {
         "model": name,
@@ -52,9 +52,11 @@ def bench(name: str, runs: int) -> dict:
         "compile": compile_s,
         "emit": emit_s,
         "emit_lines": source.count("\n"),
-        "torch_ms": torch_s * 1e3,
-        "jax_ms": jax_s * 1e3,
-        "ratio": jax_s / torch_s,
+        "torch_ms": torch_t.wall_s * 1e3,
+        "torch_cpus": torch_t.cpus,
+        "jax_ms": jax_t.wall_s * 1e3,
+        "jax_cpus": jax_t.cpus,
+        "ratio": jax_t.wall_s / torch_t.wall_s,
         "ops": len(model.program.nodes),
     }
 
@@ -62,14 +64,14 @@ def bench(name: str, runs: int) -> dict:
 def table(rows: list[dict]) -> str:
     lines = [
         "| model | ops | convert cold (s) | convert warm (s) | trace+compile (s) | emit source (s) | source lines "
-        "| PyTorch eager (ms) | jaxport jit (ms) | latency ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| PyTorch eager (ms) | CPUs | jaxport jit (ms) | CPUs | latency ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['ops']} | {r['convert_cold']:.2f} | {r['convert_warm']:.2f} | {r['compile']:.2f} | "
             f"{r['emit']:.2f} | {r['emit_lines']} | "
-            f"{r['torch_ms']:.2f} | {r['jax_ms']:.2f} | {r['ratio']:.2f}x |"
+            f"{r['torch_ms']:.2f} | {r['torch_cpus']:.2f} | {r['jax_ms']:.2f} | {r['jax_cpus']:.2f} | {r['ratio']:.2f}x |"
         )
     return "\n".join(lines)
 
@@ -79,12 +81,13 @@ def main() -> None:
     parser.add_argument("models", nargs="*", default=list(MODELS))
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--markdown", help="also write the table here")
+    _setup.add_cores_argument(parser)
     opts = parser.parse_args()
     rows = []
     for name in opts.models:
         rows.append(bench(name, opts.runs))
         print(table(rows[-1:]).splitlines()[-1], flush=True)
-    publish(table(rows), opts.runs, opts.markdown)
+    publish(table(rows), opts.markdown, f"median of {opts.runs} runs, taking turns in blocks of 10 calls")
 
 
 if __name__ == "__main__":

@@ -1,17 +1,17 @@
-"""`from_onnx` models against onnxruntime (CPU), one thread each, on the same inputs.
+"""`from_onnx` models against onnxruntime (CPU), on the same cores and the same inputs.
 
-    python benchmarks/bench_onnx.py [model ...] [--runs 100] [--markdown out.md]
+    python benchmarks/bench_onnx.py [model ...] [--runs 100] [--cores 1|N|all] [--markdown out.md]
 
 Each model of the zoo is exported with `torch.onnx.export` (the dynamo exporter), then
 loaded by jaxport and by onnxruntime. "load" is `from_onnx` (parsing, shape inference,
 building the program; no XLA compile); latency is the median of --runs calls after a
 warm-up call, the two libraries taking turns in blocks of 10 calls, with JAX blocked
-until ready.
+until ready; "CPUs" is CPU time over wall time per call (at most the cores given).
 """
 
 from __future__ import annotations
 
-import _setup  # noqa: F401  (first: one thread each, before JAX and torch start)
+import _setup  # first: pins the cores before JAX and torch start
 
 # isort: split
 import argparse
@@ -25,7 +25,7 @@ import torch
 from tests.support.zoo import MODELS
 
 import jaxport
-from _report import interleaved_medians, publish
+from _report import interleaved, publish
 from jaxport.compare import compare_all
 
 
@@ -38,29 +38,29 @@ def bench(name: str, runs: int, folder: str) -> dict:
     start = time.perf_counter()
     model = jaxport.from_onnx(path)
     load_s = time.perf_counter() - start
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(path, _setup.ort_options(), providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     ort_feeds = dict(zip(names, feeds))
     jax_feeds = [jax.numpy.asarray(f) for f in feeds]
     expected = session.run(None, ort_feeds)
     actual = jax.tree_util.tree_leaves(model(*jax_feeds))
     error = max(check.max_abs for check in compare_all(actual, expected))
-    ort_s, jax_s = interleaved_medians(
+    ort, jx = interleaved(
         [lambda: session.run(None, ort_feeds), lambda: jax.block_until_ready(model(*jax_feeds))], runs)
-    return {"model": name, "nodes": len(model.program.nodes), "load": load_s, "ort_ms": ort_s * 1e3,
-            "jax_ms": jax_s * 1e3, "ratio": jax_s / ort_s, "error": error}
+    return {"model": name, "nodes": len(model.program.nodes), "load": load_s, "ort_ms": ort.wall_s * 1e3,
+            "ort_cpus": ort.cpus, "jax_ms": jx.wall_s * 1e3, "jax_cpus": jx.cpus, "ratio": jx.wall_s / ort.wall_s,
+            "error": error}
 
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| model | ONNX nodes | from_onnx (s) | onnxruntime (ms) | jaxport jit (ms) | latency ratio | max abs diff |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| model | ONNX nodes | from_onnx (s) | onnxruntime (ms) | CPUs | jaxport jit (ms) | CPUs | latency ratio "
+        "| max abs diff |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['nodes']} | {r['load']:.2f} | {r['ort_ms']:.2f} | {r['jax_ms']:.2f} | "
+        lines.append(f"| {r['model']} | {r['nodes']} | {r['load']:.2f} | {r['ort_ms']:.2f} | {r['ort_cpus']:.2f} | "
+                     f"{r['jax_ms']:.2f} | {r['jax_cpus']:.2f} | "
                      f"{r['ratio']:.2f}x | {r['error']:.1e} |")
     return "\n".join(lines)
 
@@ -70,13 +70,14 @@ def main() -> None:
     parser.add_argument("models", nargs="*", default=["bert", "gpt2", "llama", "vit", "resnet", "cnn"])
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--markdown", help="also write the table here")
+    _setup.add_cores_argument(parser)
     opts = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for name in opts.models:
             rows.append(bench(name, opts.runs, folder))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
-    publish(table(rows), opts.runs, opts.markdown, f"median of {opts.runs} runs; onnxruntime {onnxruntime.__version__}")
+    publish(table(rows), opts.markdown, f"median of {opts.runs} runs, taking turns in blocks of 10 calls")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
 """Models at the sizes people run: jaxport against PyTorch eager, torch.compile and onnxruntime.
 
-    python benchmarks/bench_real_sizes.py [--models bert resnet50 ...] [--batches 1 8] [--runs 20]
-        [--results benchmarks/results/real_sizes.jsonl] [--rerun] [--markdown out.md]
+    python benchmarks/bench_real_sizes.py [--cores 1|N|all] [--models bert resnet50 ...] [--batches 1 8]
+        [--runs 20] [--results benchmarks/results/real_sizes_1core.jsonl] [--rerun] [--markdown out.md]
 
 Hugging Face models built from configs at realistic widths (random weights, eval mode,
-float32), each taking at least 10 ms per call in PyTorch eager on this CPU. Backends, one
-thread each, in one process per (model, batch), their calls interleaved:
+float32), each taking at least 10 ms per call in PyTorch eager on this CPU. Backends, all
+pinned to the same `--cores` (`_setup`), in one process per (model, batch), their calls
+interleaved:
 
 - eager: the module under `torch.no_grad()`;
 - compile: `torch.compile(module)` (default mode);
@@ -17,15 +18,18 @@ thread each, in one process per (model, batch), their calls interleaved:
 torchax is not measured: every release on PyPI (0.0.11 to 0.0.13) installs but fails to
 import under torch 2.13 (its `amp.py` names `aten.prod.dim_Dimname`, which 2.13 no longer has).
 
-Each (model, batch) appends one JSON line to `--results` as it finishes, so the run can be
-stopped and resumed (`--rerun` measures again); the table is made from the results file.
-"jaxport error" is the largest difference from PyTorch eager's main output, relative to
-that output's largest magnitude.
+Each (model, batch) appends one JSON line to `--results` (by default one file per core count)
+as it finishes, stamped with commit, date, machine, versions and thread settings, so the run
+can be stopped and resumed (`--rerun` measures again); the table is made from the results file,
+under a line naming every commit and setting its rows come from. "jaxport error" is the
+largest difference from PyTorch eager's main output, relative to that output's largest
+magnitude; "CPUs" is each backend's CPU time per call over its wall time (at most the cores
+given: more would mean a backend escaped the pinning).
 """
 
 from __future__ import annotations
 
-import _setup  # noqa: F401  (first: one thread each, before JAX and torch start)
+import _setup  # first: pins the cores before JAX and torch start
 
 # isort: split
 import argparse
@@ -41,10 +45,10 @@ import numpy as np
 import torch
 import transformers
 
-from _report import interleaved_medians, publish
+from _report import interleaved, publish, stamp
 from jaxport.compare import compare, first_output
 
-RESULTS = os.path.join(os.path.dirname(__file__), "results", "real_sizes.jsonl")
+RESULTS = os.path.join(os.path.dirname(__file__), "results", "real_sizes_{cores}core.jsonl")
 BACKENDS = ("eager", "compile", "onnxruntime", "jaxport", "jaxport_frozen")
 
 
@@ -205,9 +209,7 @@ def measure(name: str, batch: int, runs: int, backends, device: str = "cpu") -> 
             path = os.path.join(folder, "model.onnx")
             start = time.perf_counter()
             torch.onnx.export(module, (), kwargs=inputs, dynamo=True, verbose=False).save(path)
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = options.inter_op_num_threads = 1
-            session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+            session = onnxruntime.InferenceSession(path, _setup.ort_options(), providers=["CPUExecutionProvider"])
             feeds = {i.name: inputs[i.name].numpy() for i in session.get_inputs()}
             session.run(None, feeds)
             setup["onnxruntime"] = time.perf_counter() - start
@@ -226,8 +228,9 @@ def measure(name: str, batch: int, runs: int, backends, device: str = "cpu") -> 
         row[f"{backend}_error"] = compare(backend, first_output(out), reference).scaled_error
         fns[backend] = lambda call=call: jax.block_until_ready(call(**jinputs))
     with torch.no_grad():
-        times = interleaved_medians(list(fns.values()), runs, block=5)
-    row["ms"] = {backend: t * 1e3 for backend, t in zip(fns, times)}
+        times = interleaved(list(fns.values()), runs, block=5)
+    row["ms"] = {backend: t.wall_s * 1e3 for backend, t in zip(fns, times)}
+    row["cpus"] = {backend: round(t.cpus, 3) for backend, t in zip(fns, times)}
     row["setup_s"] = setup
     return row
 
@@ -248,21 +251,22 @@ def _error(row: dict, key: str) -> str:
 
 def table(rows: dict, models, batches) -> str:
     lines = ["| model | params (M) | batch | PyTorch eager (ms) | torch.compile | onnxruntime | jaxport | jaxport error "
-             "| jaxport frozen | frozen error |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| jaxport frozen | frozen error | CPUs: eager, compile, onnxruntime, jaxport, frozen |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for name in models:
         for batch in batches:
             row = rows.get((name, batch))
             if row is None:
                 continue
             if "error" in row:
-                lines.append(f"| {name} | | {batch} | failed: {row['error']} | | | | | | |")
+                lines.append(f"| {name} | | {batch} | failed: {row['error']} | | | | | | | |")
                 continue
             ms = row["ms"]
             ratio = {b: f"{ms[b] / ms['eager']:.2f}x" if b in ms else "-" for b in BACKENDS}
+            cpus = ", ".join(f"{row['cpus'][b]:.2f}" if b in row.get("cpus", {}) else "-" for b in BACKENDS)
             lines.append(f"| {name} | {row['params_m']:.0f} | {batch} | {ms['eager']:.1f} | {ratio['compile']} | "
                          f"{ratio['onnxruntime']} | **{ratio['jaxport']}** | {_error(row, 'jaxport_error')} | "
-                         f"**{ratio['jaxport_frozen']}** | {_error(row, 'jaxport_frozen_error')} |")
+                         f"**{ratio['jaxport_frozen']}** | {_error(row, 'jaxport_frozen_error')} | {cpus} |")
     return "\n".join(lines)
 
 
@@ -272,17 +276,19 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
-    parser.add_argument("--results", default=RESULTS)
+    parser.add_argument("--results", default=RESULTS.format(cores=_setup.THREADS))
     parser.add_argument("--rerun", action="store_true", help="measure again what the results file holds")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per (model, batch)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                         help="where PyTorch's backends run (jaxport runs on JAX's default device)")
     parser.add_argument("--markdown")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    _setup.add_cores_argument(parser)
     opts = parser.parse_args()
     if opts.worker:
         row = measure(opts.worker[0], int(opts.worker[1]), opts.runs, opts.backends, opts.device)
         row["device"] = opts.device if opts.device == "cpu" else torch.cuda.get_device_name()
+        row["stamp"] = stamp()
         print(json.dumps(row))
         return
     os.makedirs(os.path.dirname(opts.results) or ".", exist_ok=True)
@@ -292,7 +298,7 @@ def main() -> None:
             if (name, batch) in done and not opts.rerun:
                 continue
             command = [sys.executable, __file__, "--worker", name, str(batch), "--runs", str(opts.runs),
-                       "--device", opts.device, "--backends", *opts.backends]
+                       "--device", opts.device, "--cores", str(_setup.THREADS), "--backends", *opts.backends]
             try:  # one process each: compiled programs and exported files do not pile up
                 proc = subprocess.run(command, capture_output=True, text=True, timeout=opts.timeout)
                 lines = proc.stdout.strip().splitlines()
@@ -300,12 +306,16 @@ def main() -> None:
                     "model": name, "batch": batch, "error": (proc.stderr.strip().splitlines() or ["?"])[-1][:200]}
             except subprocess.TimeoutExpired:
                 row = {"model": name, "batch": batch, "error": f"over {opts.timeout:.0f} s"}
+            row.setdefault("stamp", stamp())
             with open(opts.results, "a") as f:
                 f.write(json.dumps(row) + "\n")
             done[(name, batch)] = row
             print(table({(name, batch): row}, [name], [batch]).splitlines()[-1], flush=True)
-    publish(table(read(opts.results), opts.models, opts.batches), opts.runs, opts.markdown,
-            f"median of {opts.runs} interleaved calls; onnxruntime and torch.compile at their defaults")
+    rows = read(opts.results)
+    shown = [rows[(m, b)] for m in opts.models for b in opts.batches if (m, b) in rows]
+    publish(table(rows, opts.models, opts.batches), opts.markdown,
+            f"median of {opts.runs} interleaved calls; onnxruntime and torch.compile otherwise at their defaults",
+            stamps=[row["stamp"] for row in shown if "stamp" in row])
 
 
 if __name__ == "__main__":

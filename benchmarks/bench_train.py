@@ -1,6 +1,6 @@
-"""Training-step time: jaxport's jitted optax step against PyTorch eager and torch.compile, one thread each.
+"""Training-step time: jaxport's jitted optax step against PyTorch eager and torch.compile, on the same cores.
 
-    python benchmarks/bench_train.py [model ...] [--runs 50] [--markdown out.md]
+    python benchmarks/bench_train.py [model ...] [--runs 50] [--cores 1|N|all] [--markdown out.md]
 
 A step is forward, loss, backward and an Adam update, on the same model, batch and
 hyperparameters in all three. PyTorch eager runs `zero_grad`, the module, the loss,
@@ -12,7 +12,7 @@ three taking turns in blocks of 10 steps; compile times are the first step's.
 
 from __future__ import annotations
 
-import _setup  # noqa: F401  (first: one thread each, before JAX and torch start)
+import _setup  # first: pins the cores before JAX and torch start
 
 # isort: split
 import argparse
@@ -26,7 +26,7 @@ import torch
 from tests.support.zoo import SmallCNN
 
 import jaxport
-from _report import interleaved_medians, publish
+from _report import interleaved, publish
 
 
 def _gpt2():
@@ -102,23 +102,25 @@ def bench(name: str, runs: int) -> dict:
 
     jax_compile = _first_call(jaxport_step)
     torch_compile = _first_call(compiled)
-    jax_s, eager_s, compiled_s = interleaved_medians([jaxport_step, eager, compiled], runs)
+    jx, eager_t, compiled_t = interleaved([jaxport_step, eager, compiled], runs)
     return {
         "name": name, "convert": convert_s, "jax_compile": jax_compile, "torch_compile": torch_compile,
-        "jax": jax_s, "eager": eager_s, "compiled": compiled_s,
+        "jax": jx.wall_s, "eager": eager_t.wall_s, "compiled": compiled_t.wall_s,
+        "cpus": {"jax": jx.cpus, "eager": eager_t.cpus, "compiled": compiled_t.cpus},
     }
 
 
 def table(rows: list[dict]) -> str:
     lines = [
         "| model | PyTorch eager step | torch.compile step | jaxport step | vs eager | vs torch.compile "
-        "| conversion | first step: jaxport / torch.compile |",
-        "|---|---|---|---|---|---|---|---|",
+        "| CPUs: eager / compile / jaxport | conversion | first step: jaxport / torch.compile |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['name']} | {r['eager'] * 1e3:.2f} ms | {r['compiled'] * 1e3:.2f} ms | {r['jax'] * 1e3:.2f} ms "
-            f"| {r['jax'] / r['eager']:.2f}x | {r['jax'] / r['compiled']:.2f}x | {r['convert']:.2f} s "
+            f"| {r['jax'] / r['eager']:.2f}x | {r['jax'] / r['compiled']:.2f}x "
+            f"| {r['cpus']['eager']:.2f} / {r['cpus']['compiled']:.2f} / {r['cpus']['jax']:.2f} | {r['convert']:.2f} s "
             f"| {r['jax_compile']:.1f} s / {r['torch_compile']:.1f} s |"
         )
     return "\n".join(lines)
@@ -129,9 +131,10 @@ def main() -> None:
     parser.add_argument("models", nargs="*", default=list(MODELS))
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--markdown")
+    _setup.add_cores_argument(parser)
     args = parser.parse_args()
     rows = [bench(name, args.runs) for name in args.models]
-    publish(table(rows), args.runs, args.markdown,
+    publish(table(rows), args.markdown,
             timing=f"Adam step, median of {args.runs} steps, the three taking turns in blocks of 10")
 
 

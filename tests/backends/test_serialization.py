@@ -267,3 +267,37 @@ def test_errors():
 def test_load_names_what_is_missing(tmp_path):
     with pytest.raises(SerializationError, match="model.jaxexport"):
         load_exported(tmp_path)
+
+
+class DepthwiseBlock(torch.nn.Module):
+    """MobileNet's block: a depthwise 3x3 (CPUs: shifted multiply-adds) and a 1x1 (a product)."""
+
+    def __init__(self):
+        super().__init__()
+        self.depthwise = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.pointwise = torch.nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        return self.pointwise(torch.relu(self.depthwise(x)))
+
+
+def test_one_artifact_carries_each_platforms_convolution(tmp_path):
+    """Exported for CPU and CUDA on a CPU-only machine, the program holds both formulations,
+    picked by the platform it runs on, not by the host that traced it."""
+    torch.manual_seed(0)
+    module = DepthwiseBlock().eval()
+    x = torch.randn(2, 8, 9, 9)
+    model = jaxport.from_torch(module, (x,))
+    both = export(model, (x,), platforms=("cpu", "cuda"))
+    assert both.exported.platforms == ("cpu", "cuda")
+    text = both.exported.mlir_module()
+    assert "feature_group_count = 8" in text  # CUDA's grouped convolution
+    assert "stablehlo.case" in text  # the choice, made by the platform at run time
+    # Compiled for this CPU, the choice folds away: no grouped convolution, no conditional.
+    compiled = jax.jit(model.apply).lower(model.params, jaxport.interop.to_jax(x)).compile().as_text()
+    assert "feature_group_count=8" not in compiled and "conditional" not in compiled
+
+    expected = module(x).detach().numpy()
+    assert max_err(both(x), expected) <= 1e-5
+    (flat,) = run_standalone(both.save(tmp_path / "block"), [{"x": x.numpy()}], tmp_path)
+    assert max_err(flat, [expected]) <= 1e-5

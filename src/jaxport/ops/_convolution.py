@@ -17,8 +17,9 @@ convolutions; as products, its 1x1 layers keep NCHW (25.5 -> 18.6 ms at batch 1,
 (ResNet's last stages at small batches) is one matrix product of the weights as they lie with
 the input's stacked tap windows: XLA:CPU transposes a kernel that arrives as an argument to
 HWIO on every call, which there costs more than the windows. GPUs and TPUs take grouped convolutions natively (cuDNN, the TPU's
-convolution units), so the choice is made by `jax.default_backend()` when the lowering is
-traced. (Measured one thread, float32, by
+convolution units): the choice is made in the program (`lax.platform_dependent`), not by the
+host that traces it, so `jax.export` artifacts and generated code meant for a GPU run
+`lax.conv_general_dilated` there. (Measured one thread, float32, by
 `benchmarks/bench_convolutions.py` per layer and `benchmarks/bench_real_sizes.py` per model.)
 """
 
@@ -27,7 +28,6 @@ from __future__ import annotations
 import itertools
 import math
 
-import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -47,25 +47,22 @@ MAX_SPLIT_TAPS = 64
 
 def convolve(lhs, rhs, *, strides, padding, lhs_dilation, rhs_dilation, groups, precision=lax.Precision.HIGHEST):
     """`lax.conv_general_dilated` over NC<spatial> data and OI<spatial> weights, with
-    `padding` as (low, high) pairs; output in the operands' dtype."""
-    nd = rhs.ndim - 2
-    on_cpu = jax.default_backend() == "cpu"
-    transposed = any(d != 1 for d in lhs_dilation or ())  # a stride-dilated input
-    if on_cpu and groups > 1 and not transposed and _is_shiftable_depthwise(lhs, rhs, groups):
-        shifted = _depthwise_by_shifts(lhs, rhs, strides, padding, rhs_dilation)
-        if shifted is not None:
-            return shifted
-    if on_cpu and 1 < groups <= MAX_SPLIT_GROUPS and math.prod(rhs.shape[2:]) <= MAX_SPLIT_TAPS:
-        parts = zip(jnp.split(lhs, groups, axis=1), jnp.split(rhs, groups, axis=0))
-        return jnp.concatenate([convolve(x, w, strides=strides, padding=padding, lhs_dilation=lhs_dilation,
-                                         rhs_dilation=rhs_dilation, groups=1, precision=precision)
-                                for x, w in parts], axis=1)
-    if on_cpu and not transposed and _is_pointwise(rhs, groups, padding):
-        picked = lhs[(slice(None), slice(None), *(slice(None, None, s) for s in strides))]
-        return _pointwise(picked, rhs.reshape(rhs.shape[:2]), precision)
-    if on_cpu and not transposed and groups == 1 and _is_weight_bound(lhs, rhs, strides, padding, rhs_dilation):
-        return _by_patches(lhs, rhs, strides, padding, rhs_dilation, precision)
-    names = "".join(chr(ord("a") + i) for i in range(nd))
+    `padding` as (low, high) pairs; output in the operands' dtype.
+
+    Where CPUs want another formulation the program carries both, chosen by the platform it is
+    compiled for (`lax.platform_dependent`), so a program exported or generated on one machine
+    runs each platform's own formulation on another."""
+    def general(lhs, rhs):
+        return _general(lhs, rhs, strides, padding, lhs_dilation, rhs_dilation, groups, precision)
+
+    on_cpu = _cpu_formulation(lhs, rhs, strides, padding, lhs_dilation, rhs_dilation, groups, precision)
+    if on_cpu is None:
+        return general(lhs, rhs)
+    return lax.platform_dependent(lhs, rhs, cpu=on_cpu, default=general)
+
+
+def _general(lhs, rhs, strides, padding, lhs_dilation, rhs_dilation, groups, precision):
+    names = "".join(chr(ord("a") + i) for i in range(rhs.ndim - 2))
     return lax.conv_general_dilated(
         lhs,
         rhs,
@@ -78,6 +75,37 @@ def convolve(lhs, rhs, *, strides, padding, lhs_dilation, rhs_dilation, groups, 
         precision=precision,
         preferred_element_type=lhs.dtype,
     )
+
+
+def _cpu_formulation(lhs, rhs, strides, padding, lhs_dilation, rhs_dilation, groups, precision):
+    """The function (lhs, rhs) -> output XLA:CPU runs fastest for this convolution, or None
+    when that is `_general`'s."""
+    transposed = any(d != 1 for d in lhs_dilation or ())  # a stride-dilated input
+    sizes = _output_sizes(lhs, rhs, strides, padding, rhs_dilation)
+    if groups > 1 and not transposed and _is_shiftable_depthwise(lhs, rhs, groups) and all(s > 0 for s in sizes):
+        return lambda lhs, rhs: _depthwise_by_shifts(lhs, rhs, strides, padding, rhs_dilation)
+    if 1 < groups <= MAX_SPLIT_GROUPS and math.prod(rhs.shape[2:]) <= MAX_SPLIT_TAPS:
+        def split(lhs, rhs):
+            parts = zip(jnp.split(lhs, groups, axis=1), jnp.split(rhs, groups, axis=0))
+            return jnp.concatenate([_on_cpu(x, w, strides, padding, lhs_dilation, rhs_dilation, 1, precision)
+                                    for x, w in parts], axis=1)
+        return split
+    if not transposed and _is_pointwise(rhs, groups, padding):
+        def pointwise(lhs, rhs):
+            picked = lhs[(slice(None), slice(None), *(slice(None, None, s) for s in strides))]
+            return _pointwise(picked, rhs.reshape(rhs.shape[:2]), precision)
+        return pointwise
+    if not transposed and groups == 1 and _is_weight_bound(lhs, rhs, strides, padding, rhs_dilation):
+        return lambda lhs, rhs: _by_patches(lhs, rhs, strides, padding, rhs_dilation, precision)
+    return None
+
+
+def _on_cpu(lhs, rhs, strides, padding, lhs_dilation, rhs_dilation, groups, precision):
+    """The convolution as XLA:CPU runs it fastest (inside a CPU branch: no further choice)."""
+    formulation = _cpu_formulation(lhs, rhs, strides, padding, lhs_dilation, rhs_dilation, groups, precision)
+    if formulation is None:
+        return _general(lhs, rhs, strides, padding, lhs_dilation, rhs_dilation, groups, precision)
+    return formulation(lhs, rhs)
 
 
 def _is_pointwise(rhs, groups, padding) -> bool:
@@ -152,7 +180,7 @@ def _is_shiftable_depthwise(lhs, rhs, groups) -> bool:
 
 def _depthwise_by_shifts(lhs, rhs, strides, padding, rhs_dilation):
     """A depthwise convolution as a sum over kernel taps of strided slices times per-channel
-    tap weights; None when the output would be empty (left to `convolve`'s other formulations)."""
+    tap weights (for non-empty outputs)."""
     nd = rhs.ndim - 2
     kernel = rhs.shape[2:]
     multiplier = rhs.shape[0] // lhs.shape[1]
@@ -160,8 +188,6 @@ def _depthwise_by_shifts(lhs, rhs, strides, padding, rhs_dilation):
         lhs = jnp.repeat(lhs, multiplier, axis=1)
     dilation = tuple(rhs_dilation or (1,) * nd)
     sizes = _output_sizes(lhs, rhs, strides, padding, dilation)
-    if any(size <= 0 for size in sizes):
-        return None
     channels = lhs.shape[1]
     total = None
     for tap, window in _tap_windows(_pad_spatial(lhs, padding), kernel, strides, dilation, sizes):

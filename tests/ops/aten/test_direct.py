@@ -281,41 +281,55 @@ def test_weight_bound_convolution_special_values(special):
     check("convolution.default", x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, tol=(1e-5, 1e-5))
 
 
+def _convolution_eqns(in_shape, w_shape, groups, platform="cpu", padding=(1, 1)):
+    """The equations of `aten.convolution` as `platform` compiles it: of each platform-dependent
+    choice (`lax.platform_dependent`), the branch that platform takes."""
+    lowering = registry.lookup("aten.convolution.default")
+    closed = jax.make_jaxpr(lambda x, w: lowering(x, w, None, [1] * (len(in_shape) - 2), list(padding),
+                                                  [1] * (len(in_shape) - 2), False, [0] * (len(in_shape) - 2), groups))(
+        jnp.ones(in_shape), jnp.ones(w_shape))
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            choices = eqn.params.get("branches_platforms") if eqn.primitive.name == "cond" else None
+            if choices:
+                index = next(i for i, names in enumerate(choices) if names is None or platform in names)
+                yield from walk(eqn.params["branches"][index].jaxpr)
+            elif eqn.primitive.name != "platform_index":
+                yield eqn
+    return list(walk(closed.jaxpr))
+
+
+def _groups_used(eqns) -> list[int]:
+    return [eqn.params["feature_group_count"] for eqn in eqns if eqn.primitive.name == "conv_general_dilated"]
+
+
 def test_grouped_convolutions_avoid_xlas_grouped_path_on_cpu():
     """On CPU, depthwise convolutions become shifted multiply-adds and other grouped ones one
-    convolution per group: no `feature_group_count > 1` reaches XLA (its slow path there)."""
-    lowering = registry.lookup("aten.convolution.default")
+    convolution per group: no `feature_group_count > 1` reaches XLA (its slow path there);
+    elsewhere (cuDNN) they stay one grouped convolution, in the same program."""
     for in_shape, w_shape, groups in [((1, 8, 9, 9), (8, 1, 3, 3), 8), ((1, 8, 9, 9), (8, 2, 3, 3), 4)]:
-        jaxpr = jax.make_jaxpr(lambda x, w, g=groups: lowering(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], g))(
-            jnp.ones(in_shape), jnp.ones(w_shape))
-        groups_used = [eqn.params["feature_group_count"] for eqn in jaxpr.jaxpr.eqns
-                       if eqn.primitive.name == "conv_general_dilated"]
-        assert all(g == 1 for g in groups_used), groups_used
+        on_cpu = _convolution_eqns(in_shape, w_shape, groups)
+        assert on_cpu and all(g == 1 for g in _groups_used(on_cpu)), _groups_used(on_cpu)
+        assert _groups_used(_convolution_eqns(in_shape, w_shape, groups, platform="cuda")) == [groups]
 
 
 def test_weight_bound_convolutions_are_one_product_on_cpu():
     """More output channels than output positions: one matrix product with the weights as
     they lie (no per-call kernel transpose); otherwise XLA's convolution."""
-    lowering = registry.lookup("aten.convolution.default")
-
-    def primitives(in_shape, w_shape):
-        jaxpr = jax.make_jaxpr(lambda x, w: lowering(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1))(
-            jnp.ones(in_shape), jnp.ones(w_shape))
-        return {eqn.primitive.name for eqn in jaxpr.jaxpr.eqns}
+    def primitives(in_shape, w_shape, platform="cpu"):
+        return {eqn.primitive.name for eqn in _convolution_eqns(in_shape, w_shape, 1, platform)}
 
     weight_bound = primitives((1, 512, 7, 7), (512, 512, 3, 3))
     assert "dot_general" in weight_bound and "conv_general_dilated" not in weight_bound
+    assert "conv_general_dilated" in primitives((1, 512, 7, 7), (512, 512, 3, 3), platform="cuda")
     assert "conv_general_dilated" in primitives((1, 64, 56, 56), (64, 64, 3, 3))
 
 
 def test_grouped_convolutions_with_long_kernels_stay_grouped():
     """wav2vec2's positional convolution (128 taps over a few dozen frames) runs faster as one
     grouped convolution than as one convolution per group."""
-    lowering = registry.lookup("aten.convolution.default")
-    jaxpr = jax.make_jaxpr(lambda x, w: lowering(x, w, None, [1], [64], [1], False, [0], 16))(
-        jnp.ones((1, 64, 49)), jnp.ones((64, 4, 128)))
-    convolutions = [eqn.params["feature_group_count"] for eqn in jaxpr.jaxpr.eqns
-                    if eqn.primitive.name == "conv_general_dilated"]
+    convolutions = _groups_used(_convolution_eqns((1, 64, 49), (64, 4, 128), 16, padding=(64,)))
     assert convolutions == [16], convolutions
 
 
