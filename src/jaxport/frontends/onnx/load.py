@@ -40,9 +40,8 @@ def read(model: Any) -> tuple[Any, str]:
 def _parse(model: Any) -> tuple[Any, str, str | None, bytes | None]:
     """(the `ModelProto`, how messages name it, its path if it came from a file, its serialized
     bytes where they were read: the checker then need not serialize it again)."""
-    from google.protobuf.message import DecodeError
-
     import onnx
+    from google.protobuf.message import DecodeError
 
     if isinstance(model, onnx.ModelProto):
         return model, f"ONNX model '{printable(model.graph.name) or 'unnamed'}'", None, None
