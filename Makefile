@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference onnx-report catalogue lint bench bench-real-sizes clean
+.PHONY: setup demo test codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference onnx-report catalogue lint bench bench-torchax bench-real-sizes clean
 
 setup: $(STAMP)
 
@@ -101,7 +101,13 @@ bench: setup
 	$(PY) benchmarks/bench_generate.py --memory --cores $(CORES)
 	$(PY) benchmarks/bench_convolutions.py --cores $(CORES)
 
-# Hugging Face models at real widths against eager, torch.compile and onnxruntime, on one core
+# torchax from its GitHub source, pinned (its PyPI releases fail to import under torch 2.13);
+# bench-real-sizes measures it when installed. TORCHAX_SRC may name a local checkout instead.
+TORCHAX_SRC ?= git+https://github.com/google/torchax@b2d44f0
+bench-torchax: setup
+	$(PY) -m pip install -q --no-deps "$(TORCHAX_SRC)"
+
+# Hugging Face models at real widths against eager, torch.compile, onnxruntime and torchax, on one core
 # each and then on all cores each (about an hour each on 2 cores); resumable: results accumulate
 # in benchmarks/results/real_sizes_<N>core.jsonl, stamped row by row.
 bench-real-sizes: setup

@@ -11,12 +11,13 @@ interleaved:
 - eager: the module under `torch.no_grad()`;
 - compile: `torch.compile(module)` (default mode);
 - onnxruntime: `torch.onnx.export(dynamo=True)` then onnxruntime's CPU provider;
+- torchax: `torchax.extract_jax(module)` under `jax.jit` (parameters as arguments), the
+  other library that runs PyTorch modules on JAX; its PyPI releases (0.0.11 to 0.0.13) fail
+  to import under torch 2.13, so it is measured from its GitHub source (`make bench-torchax`
+  installs it, pinned to a commit; left out, with "-" in its column, when not installed);
 - jaxport: `jaxport.from_torch` then the jitted function (parameters as arguments);
 - jaxport frozen: `JaxModel.frozen()`, parameters folded into the program as constants, so
   XLA does parameter-only work (kernel layouts, weight normalization) once, when it compiles.
-
-torchax is not measured: every release on PyPI (0.0.11 to 0.0.13) installs but fails to
-import under torch 2.13 (its `amp.py` names `aten.prod.dim_Dimname`, which 2.13 no longer has).
 
 Each (model, batch) appends one JSON line to `--results` (by default one file per core count)
 as it finishes, stamped with commit, date, machine, versions and thread settings, so the run
@@ -49,7 +50,7 @@ from _report import interleaved, publish, stamp
 from jaxport.compare import compare, first_output
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "real_sizes_{cores}core.jsonl")
-BACKENDS = ("eager", "compile", "onnxruntime", "jaxport", "jaxport_frozen")
+BACKENDS = ("eager", "compile", "onnxruntime", "torchax", "jaxport", "jaxport_frozen")
 
 
 def _text(model, batch, length=128, vocab=30000):
@@ -214,6 +215,8 @@ def measure(name: str, batch: int, runs: int, backends, device: str = "cpu") -> 
             session.run(None, feeds)
             setup["onnxruntime"] = time.perf_counter() - start
             fns["onnxruntime"] = lambda: session.run(None, feeds)
+    if "torchax" in backends:
+        _add_torchax(module, inputs, reference, row, fns, setup)
     jaxport_backends = [b for b in ("jaxport", "jaxport_frozen") if b in backends]
     if jaxport_backends:
         start = time.perf_counter()
@@ -235,6 +238,30 @@ def measure(name: str, batch: int, runs: int, backends, device: str = "cpu") -> 
     return row
 
 
+def _add_torchax(module, inputs, reference, row, fns, setup) -> None:
+    """torchax's own path from a module to a jitted JAX function, if it is installed."""
+    import jax
+
+    try:
+        import torchax
+    except ImportError:
+        row["torchax"] = "not installed"
+        return
+    start = time.perf_counter()
+    try:
+        states, func = torchax.extract_jax(module)
+        # return_dict=False: a tuple of arrays, which jit can return (a ModelOutput is not a pytree here)
+        jitted = jax.jit(lambda states, kwargs: func(states, (), {**kwargs, "return_dict": False}))
+        tinputs = {k: jax.numpy.asarray(v.numpy()) for k, v in inputs.items()}
+        out = jax.block_until_ready(jitted(states, tinputs))
+    except Exception as e:  # a row still measures the others
+        row["torchax"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+        return
+    setup["torchax"] = time.perf_counter() - start
+    row["torchax_error"] = compare("torchax", first_output(out), reference).scaled_error
+    fns["torchax"] = lambda: jax.block_until_ready(jitted(states, tinputs))
+
+
 def read(path: str) -> dict:
     rows = {}
     if os.path.exists(path):
@@ -250,22 +277,24 @@ def _error(row: dict, key: str) -> str:
 
 
 def table(rows: dict, models, batches) -> str:
-    lines = ["| model | params (M) | batch | PyTorch eager (ms) | torch.compile | onnxruntime | jaxport | jaxport error "
-             "| jaxport frozen | frozen error | CPUs: eager, compile, onnxruntime, jaxport, frozen |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| model | params (M) | batch | PyTorch eager (ms) | torch.compile | onnxruntime | torchax | jaxport "
+             "| jaxport error | jaxport frozen | frozen error | CPUs: eager, compile, onnxruntime, torchax, jaxport, "
+             "frozen |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for name in models:
         for batch in batches:
             row = rows.get((name, batch))
             if row is None:
                 continue
             if "error" in row:
-                lines.append(f"| {name} | | {batch} | failed: {row['error']} | | | | | | | |")
+                lines.append(f"| {name} | | {batch} | failed: {row['error']} | | | | | | | | |")
                 continue
             ms = row["ms"]
-            ratio = {b: f"{ms[b] / ms['eager']:.2f}x" if b in ms else "-" for b in BACKENDS}
+            ratio = {b: f"{ms[b] / ms['eager']:.2f}x" if b in ms else
+                     "failed" if str(row.get(b, "")).startswith("failed") else "-" for b in BACKENDS}
             cpus = ", ".join(f"{row['cpus'][b]:.2f}" if b in row.get("cpus", {}) else "-" for b in BACKENDS)
             lines.append(f"| {name} | {row['params_m']:.0f} | {batch} | {ms['eager']:.1f} | {ratio['compile']} | "
-                         f"{ratio['onnxruntime']} | **{ratio['jaxport']}** | {_error(row, 'jaxport_error')} | "
+                         f"{ratio['onnxruntime']} | {ratio['torchax']} | **{ratio['jaxport']}** | {_error(row, 'jaxport_error')} | "
                          f"**{ratio['jaxport_frozen']}** | {_error(row, 'jaxport_frozen_error')} | {cpus} |")
     return "\n".join(lines)
 
