@@ -37,6 +37,7 @@ import argparse
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -262,6 +263,13 @@ def _add_torchax(module, inputs, reference, row, fns, setup) -> None:
     fns["torchax"] = lambda: jax.block_until_ready(jitted(states, tinputs))
 
 
+def _last_error(stderr: str) -> str:
+    """The exception line of a worker's traceback (not JAX's note on filtered frames after it)."""
+    lines = stderr.strip().splitlines() or ["?"]
+    errors = [line for line in lines if re.match(r"[\w.]+(Error|Exception|Exit)\b", line)]
+    return (errors or lines)[-1][:200]
+
+
 def read(path: str) -> dict:
     rows = {}
     if os.path.exists(path):
@@ -332,7 +340,7 @@ def main() -> None:
                 proc = subprocess.run(command, capture_output=True, text=True, timeout=opts.timeout)
                 lines = proc.stdout.strip().splitlines()
                 row = json.loads(lines[-1]) if proc.returncode == 0 and lines else {
-                    "model": name, "batch": batch, "error": (proc.stderr.strip().splitlines() or ["?"])[-1][:200]}
+                    "model": name, "batch": batch, "error": _last_error(proc.stderr)}
             except subprocess.TimeoutExpired:
                 row = {"model": name, "batch": batch, "error": f"over {opts.timeout:.0f} s"}
             row.setdefault("stamp", stamp())
