@@ -100,6 +100,7 @@ bench: setup
 	$(PY) benchmarks/bench_train.py --cores $(CORES)
 	$(PY) benchmarks/bench_generate.py --memory --cores $(CORES)
 	$(PY) benchmarks/bench_convolutions.py --cores $(CORES)
+	$(PY) benchmarks/bench_products.py --cores $(CORES)
 
 # torchax from its GitHub source, pinned (its PyPI releases fail to import under torch 2.13);
 # bench-real-sizes measures it when installed. TORCHAX_SRC may name a local checkout instead.

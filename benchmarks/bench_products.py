@@ -1,0 +1,79 @@
+"""The matrix products of a BERT-base layer: XLA:CPU against PyTorch and onnxruntime, on the same cores.
+
+    python benchmarks/bench_products.py [--runs 50] [--cores 1|N|all] [--markdown out.md]
+
+A transformer's time at real sizes is mostly these products, so this separates the kernel
+each library calls from everything around it. Each row is `x @ w.T` for a 128-token
+activation `x` and a `[out, in]` weight `w`, as `aten.linear` lowers it: XLA with the weight
+as an argument (`jm(...)`) and as a constant (`jm.frozen()`), PyTorch's `linear`, and an
+onnxruntime `Gemm` (transB=1) with the weight as an initializer. GF/s counts 2*m*k*n.
+"""
+
+from __future__ import annotations
+
+import _setup  # first: pins the cores before JAX and torch start
+
+# isort: split
+import argparse
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnx
+import onnxruntime
+import torch
+from jax import lax
+from onnx import TensorProto, helper
+
+from _report import interleaved, publish
+
+#: (tokens, in features, out features): attention projections, MLP up, MLP down.
+SHAPES = [(128, 768, 768), (128, 768, 3072), (128, 3072, 768)]
+BACKENDS = ("XLA, weight an argument", "XLA, weight a constant", "PyTorch", "onnxruntime")
+
+
+def _gemm_session(w: np.ndarray, m: int):
+    n, k = w.shape
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)], "linear",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])],
+        [onnx.numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return onnxruntime.InferenceSession(model.SerializeToString(), _setup.ort_options(),
+                                        providers=["CPUExecutionProvider"])
+
+
+def measure(m: int, k: int, n: int, runs: int) -> list:
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((n, k), dtype=np.float32)
+    dims = (((1,), (1,)), ((), ()))
+    as_argument = jax.jit(lambda a, b: lax.dot_general(a, b, dims, precision=lax.Precision.HIGHEST))
+    as_constant = jax.jit(lambda a: lax.dot_general(a, jnp.asarray(w), dims, precision=lax.Precision.HIGHEST))
+    jx, jw, tx, tw = jnp.asarray(x), jnp.asarray(w), torch.from_numpy(x), torch.from_numpy(w)
+    session = _gemm_session(w, m)
+    with torch.no_grad():
+        return interleaved([lambda: as_argument(jx, jw).block_until_ready(),
+                            lambda: as_constant(jx).block_until_ready(),
+                            lambda: torch.nn.functional.linear(tx, tw),
+                            lambda: session.run(None, {"x": x})], runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--markdown")
+    _setup.add_cores_argument(parser)
+    opts = parser.parse_args()
+    lines = ["| m × k × n | " + " | ".join(f"{b} (ms, GF/s)" for b in BACKENDS) + " | most CPUs any used |",
+             "|---|" + "---:|" * (len(BACKENDS) + 1)]
+    for m, k, n in SHAPES:
+        timings = measure(m, k, n, opts.runs)
+        cells = [f"{t.wall_s * 1e3:.2f}, {2 * m * k * n / t.wall_s / 1e9:.0f}" for t in timings]
+        lines.append(f"| {m} × {k} × {n} | " + " | ".join(cells) + f" | {max(t.cpus for t in timings):.2f} |")
+        print(lines[-1], flush=True)
+    publish("\n".join(lines), opts.markdown, f"median of {opts.runs} calls each, taking turns in blocks of 10")
+
+
+if __name__ == "__main__":
+    main()
