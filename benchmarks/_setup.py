@@ -20,9 +20,15 @@ import sys
 import warnings
 
 
+def add_cores_argument(parser: argparse.ArgumentParser) -> None:
+    """Let a script's own parser accept (and document) `--cores`, which this module has applied."""
+    parser.add_argument("--cores", default="1",
+                        help="pin every backend to this many cores, or 'all' (default 1)")
+
+
 def _pin() -> list[int]:
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--cores", default="1")
+    add_cores_argument(parser)
     value = parser.parse_known_args()[0].cores
     allowed = sorted(os.sched_getaffinity(0))
     count = len(allowed) if value == "all" else int(value)
@@ -46,12 +52,6 @@ torch.set_num_threads(THREADS)
 torch.set_num_interop_threads(THREADS)
 warnings.filterwarnings("ignore")
 logging.disable(logging.WARNING)
-
-
-def add_cores_argument(parser: argparse.ArgumentParser) -> None:
-    """Let a script's own parser accept (and document) `--cores`, which this module has applied."""
-    parser.add_argument("--cores", default="1",
-                        help="pin every backend to this many cores, or 'all' (default 1)")
 
 
 def ort_options():
