@@ -80,6 +80,13 @@ def llama(batch):
     return _text(transformers.LlamaModel(config), batch)
 
 
+def mixtral(batch):
+    config = transformers.MixtralConfig(hidden_size=1024, intermediate_size=1792, num_hidden_layers=4,
+                                        num_attention_heads=16, num_key_value_heads=4, num_local_experts=8,
+                                        num_experts_per_tok=2, vocab_size=32000, use_cache=False)
+    return _text(transformers.MixtralModel(config), batch)
+
+
 def t5(batch):
     config = transformers.T5Config(d_model=512, d_ff=2048, num_layers=6, num_heads=8, use_cache=False)  # t5-small
     model, inputs = _text(transformers.T5Model(config), batch, vocab=32000)
@@ -150,7 +157,7 @@ def clip(batch):
     return model, {**text, **image}
 
 
-MODELS = {f.__name__: f for f in (bert, gpt2, llama, t5, vit, swin, clip, whisper_encoder, wav2vec2, convnext,
+MODELS = {f.__name__: f for f in (bert, gpt2, llama, mixtral, t5, vit, swin, clip, whisper_encoder, wav2vec2, convnext,
                                    resnet18, resnet50, mobilenet_v2, efficientnet_b0)}
 
 
@@ -195,27 +202,9 @@ def measure(name: str, batch: int, runs: int, backends, device: str = "cpu") -> 
             sync()
         fns["eager"] = eager
         if "compile" in backends:
-            start = time.perf_counter()
-            compiled = torch.compile(torch_module)
-            compiled(**torch_inputs)
-
-            def compiled_call():
-                compiled(**torch_inputs)
-                sync()
-            setup["compile"] = time.perf_counter() - start
-            fns["compile"] = compiled_call
+            _add_backend("compile", _compile, (torch_module, torch_inputs, sync), row, fns, setup)
         if "onnxruntime" in backends:
-            import onnxruntime
-
-            folder = tempfile.mkdtemp()
-            path = os.path.join(folder, "model.onnx")
-            start = time.perf_counter()
-            torch.onnx.export(module, (), kwargs=inputs, dynamo=True, verbose=False).save(path)
-            session = onnxruntime.InferenceSession(path, _setup.ort_options(), providers=["CPUExecutionProvider"])
-            feeds = {i.name: inputs[i.name].numpy() for i in session.get_inputs()}
-            session.run(None, feeds)
-            setup["onnxruntime"] = time.perf_counter() - start
-            fns["onnxruntime"] = lambda: session.run(None, feeds)
+            _add_backend("onnxruntime", _onnxruntime, (module, inputs), row, fns, setup)
     if "torchax" in backends:
         _add_torchax(module, inputs, reference, row, fns, setup)
     jaxport_backends = [b for b in ("jaxport", "jaxport_frozen") if b in backends]
@@ -237,6 +226,39 @@ def measure(name: str, batch: int, runs: int, backends, device: str = "cpu") -> 
     row["cpus"] = {backend: round(t.cpus, 3) for backend, t in zip(fns, times)}
     row["setup_s"] = setup
     return row
+
+
+def _add_backend(name, build, args, row, fns, setup) -> None:
+    """`fns[name]` from `build(*args)` and its setup time; a failure is the row's note on that
+    backend, so the row still measures the others."""
+    start = time.perf_counter()
+    try:
+        fns[name] = build(*args)
+    except Exception as e:
+        row[name] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+        return
+    setup[name] = time.perf_counter() - start
+
+
+def _compile(torch_module, torch_inputs, sync):
+    compiled = torch.compile(torch_module)
+    compiled(**torch_inputs)
+
+    def call():
+        compiled(**torch_inputs)
+        sync()
+    return call
+
+
+def _onnxruntime(module, inputs):
+    import onnxruntime
+
+    path = os.path.join(tempfile.mkdtemp(), "model.onnx")
+    torch.onnx.export(module, (), kwargs=inputs, dynamo=True, verbose=False).save(path)
+    session = onnxruntime.InferenceSession(path, _setup.ort_options(), providers=["CPUExecutionProvider"])
+    feeds = {i.name: inputs[i.name].numpy() for i in session.get_inputs()}
+    session.run(None, feeds)
+    return lambda: session.run(None, feeds)
 
 
 def _add_torchax(module, inputs, reference, row, fns, setup) -> None:

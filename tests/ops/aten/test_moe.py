@@ -192,6 +192,28 @@ def test_gradients_match_torch_autograd(layout, x64_strict):
                                        err_msg=f"{form}: gradient of input {i}")
 
 
+#: Group sizes over 200 rows that take the CPU form's every window: several full windows, each
+#: size of last window (16, 32, 64 rows), an empty group, rows past the last group.
+WINDOWED_SIZES = [70, 5, 0, 20, 64, 33]
+
+
+def test_windows_of_rows_match_pytorch_with_gradients(x64_strict):
+    """Groups longer than one window (`ops/aten/_grouped.py`), values and gradients."""
+    g = torch.Generator().manual_seed(5)
+    rows, groups = 200, len(WINDOWED_SIZES)
+    offs = torch.tensor(np.cumsum(WINDOWED_SIZES), dtype=torch.int32)
+    end = int(offs[-1])
+    x, w, cot = _randn(g, rows, K), _randn(g, groups, K, N), _randn(g, rows, N)
+    expected = torch.ops.transformers.grouped_mm_fallback(x, w, offs)
+    got = jax.jit(_lowering(FALLBACK))(_jax(x), _jax(w), _jax(offs))
+    np.testing.assert_allclose(_np(got), expected.numpy(), rtol=1e-5, atol=1e-5)
+    assert not np.any(_np(got)[end:])
+    expected = _torch_grads(lambda a, b: torch.ops.transformers.grouped_mm_fallback(a, b, offs), [x, w], cot)
+    got = _jax_grads(_lowering(FALLBACK), [_jax(x), _jax(w)], _jax(cot), _jax(offs))
+    for e, a in zip(expected, got):
+        np.testing.assert_allclose(_np(a), e.numpy(), rtol=1e-4, atol=1e-4)
+
+
 # -- whole models ---------------------------------------------------------------------------------
 
 #: Tiny sizes under every name MoE configs use; a config takes the ones it has.

@@ -7,8 +7,8 @@ LAPACK-style results that PyTorch returns alongside (LU factors, pivots, info)
 follow LAPACK's conventions: 1-based int32 pivots, int32 info.
 Grouped products (mixture-of-experts layers: `_grouped_mm`, transformers'
 `grouped_mm_fallback`) take group sizes from the cumulative ends `offs` as
-values, so shapes never depend on them: `lax.ragged_dot` for groups of rows or
-columns, a masked product for groups along K. Rows (or columns) past `offs[-1]`
+values, so shapes never depend on them: `_grouped.grouped_rows` for groups of rows or
+columns (`lax.ragged_dot`; on CPU a loop over windows of rows), a masked product for groups along K. Rows (or columns) past `offs[-1]`
 are 0, where PyTorch's `_grouped_mm` leaves them uninitialized.
 """
 
@@ -23,6 +23,7 @@ import numpy as np
 from jax import lax
 
 from ..registry import aten, custom
+from ._grouped import grouped_rows
 from ._promotion import canonical, opmath_type, promote, result_type, rounded_as
 
 
@@ -74,11 +75,7 @@ def _group_bounds(offs, length):
 def _grouped_rows(a, b, offs, dtype):
     """Row i of `a` (S, K) times `b[g]` (G, K, N) for the group g that row i falls in: (S, N)."""
     starts, ends = _group_bounds(offs, a.shape[0])
-    sizes = ends - starts
-    out = lax.ragged_dot(a, b.astype(a.dtype), sizes, preferred_element_type=opmath_type(a.dtype))
-    # ragged_dot leaves rows past the last group unspecified (GPU and TPU kernels may skip them).
-    covered = jnp.arange(a.shape[0], dtype=np.int32) < jnp.sum(sizes, dtype=np.int32)
-    return jnp.where(covered[:, None], out, jnp.zeros((), out.dtype)).astype(dtype)
+    return grouped_rows(a, b.astype(a.dtype), ends - starts, opmath_type(a.dtype)).astype(dtype)
 
 
 def _hermitian(A, UPLO="L"):
