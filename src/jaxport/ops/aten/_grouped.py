@@ -5,9 +5,9 @@
 for it; XLA:CPU expands it into one dense product of every row with every group's matrix,
 masked: G times the work (Mixtral, 8 experts: 7x PyTorch eager's time at 1,024 tokens). On CPU
 the product runs instead as a loop over the non-empty groups and, inside each, over windows
-of `WINDOW_ROWS` consecutive rows multiplied by that group's matrix, so the work is that of
-the rows present (plus at most one part-filled window per group). The loop's trip count is computed
-from `sizes` at run time, so shapes stay static. A `while_loop` cannot be differentiated in
+of 16 to 256 consecutive rows multiplied by that group's matrix, so the work is that of the
+rows present (plus one part-filled window per group). Trip counts are computed from `sizes`
+at run time, so shapes stay static. A `while_loop` cannot be differentiated in
 reverse, so the CPU form carries its own gradient (`jax.custom_vjp`), itself two loops of
 the same windows. The choice is made in the program (`lax.platform_dependent`), like the
 convolutions' (`ops/_convolution.py`).
@@ -20,11 +20,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-#: Rows per window on CPU: enough for XLA:CPU's matrix product to run near its peak, few
-#: enough that the part-filled last window of each group wastes little.
-WINDOW_ROWS = 64
-#: The sizes a group's last window may take, smallest first, up to `WINDOW_ROWS`.
-LAST_WINDOW_ROWS = (16, 32, WINDOW_ROWS)
+#: Rows per window on CPU, at least and at most: XLA:CPU's matrix product runs faster on more
+#: rows (an 8-expert 1024x3584 layer over 2,048 rows: 315 ms in 64-row windows, 244 ms in
+#: 256-row ones, one dense product of as many rows 242 ms), while windows much longer than an
+#: average group waste work (over 256 rows: 60 ms in 128-row windows, 283 ms in 256-row ones).
+MIN_WINDOW_ROWS, MAX_WINDOW_ROWS = 64, 256
+#: The smallest last window of a group; the others double up to the window's rows.
+MIN_LAST_WINDOW_ROWS = 16
 
 
 def grouped_rows(a, b, sizes, compute_dtype):
@@ -43,7 +45,7 @@ def grouped_rows(a, b, sizes, compute_dtype):
                                   default=general)
 
 
-def _each_group(sizes, total_rows, body, init):
+def _each_group(sizes, total_rows, rows, body, init):
     """`body(group, windows, carry)` for each non-empty group (an expert no token chose costs
     nothing, its weights are not read), `windows` being that group's `_Windows`."""
     ends = jnp.minimum(jnp.cumsum(jnp.maximum(sizes, 0)), total_rows)
@@ -55,16 +57,16 @@ def _each_group(sizes, total_rows, body, init):
 
     def group(i, carry):
         g = present[i]
-        return body(g, _Windows(starts[g], ends[g], total_rows), carry)
+        return body(g, _Windows(starts[g], ends[g], total_rows, rows), carry)
 
     return lax.fori_loop(0, jnp.sum(ends > starts), group, init)
 
 
 class _Windows:
-    """Rows [start, end) as `count` windows of `rows = min(total_rows, WINDOW_ROWS)` rows."""
+    """Rows [start, end) as `count` windows of `rows` rows."""
 
-    def __init__(self, start, end, total_rows):
-        self.rows = min(total_rows, WINDOW_ROWS)
+    def __init__(self, start, end, total_rows, rows):
+        self.rows = rows
         self.start, self.end, self.total_rows = start, end, total_rows
         self.count = (end - start + self.rows - 1) // self.rows
 
@@ -84,14 +86,22 @@ def _as_stored(b):
     return jnp.swapaxes(b, 1, 2)
 
 
+def window_rows(total_rows: int, groups: int) -> int:
+    """Rows per window: the power of two nearest twice an average group's rows, within bounds."""
+    average = max(1, 2 * total_rows // max(groups, 1))
+    return min(total_rows, max(MIN_WINDOW_ROWS, min(MAX_WINDOW_ROWS, 1 << (average.bit_length() - 1))))
+
+
 def _forward(a, b, sizes, compute_dtype):
     """The product, each group's rows in full windows and then one last window of the smallest
-    of `LAST_WINDOW_ROWS` that holds the rest: a group of 20 rows is one 32-row product, not a
-    64-row one (at 128 tokens, 8 experts, top-2: 82 -> 71 ms for a 1024x3584 expert)."""
+    power of two (from `MIN_LAST_WINDOW_ROWS`) that holds the rest: a group of 20 rows is one
+    32-row product, not a 64-row one (at 128 tokens, 8 experts, top-2: 82 -> 71 ms for a
+    1024x3584 expert)."""
     stored = _as_stored(b)
     total_rows = a.shape[0]
-    rows = min(total_rows, WINDOW_ROWS)
-    last_sizes = sorted({min(total_rows, n) for n in LAST_WINDOW_ROWS})
+    rows = window_rows(total_rows, b.shape[0])
+    last_sizes = sorted({min(total_rows, MIN_LAST_WINDOW_ROWS << i) for i in range(8)
+                         if MIN_LAST_WINDOW_ROWS << i <= rows} | {rows})
 
     def product(x, weight):
         return lax.dot_general(x, weight, (((1,), (1,)), ((), ())), preferred_element_type=compute_dtype)
@@ -123,7 +133,7 @@ def _forward(a, b, sizes, compute_dtype):
         branch = jnp.searchsorted(jnp.asarray(last_sizes, remaining.dtype), remaining)
         return update(out, start, mask, lax.switch(branch, [last(n) for n in last_sizes]))
 
-    return _each_group(sizes, total_rows, group, jnp.zeros((total_rows, b.shape[2]), compute_dtype))
+    return _each_group(sizes, total_rows, rows, group, jnp.zeros((total_rows, b.shape[2]), compute_dtype))
 
 
 @jax.custom_vjp
@@ -162,7 +172,7 @@ def _windowed_backward(residuals, grad):
         return grad_a, grad_stored.at[g].set(grad_weight)
 
     init = (jnp.zeros(a.shape, compute), jnp.zeros(stored.shape, compute))
-    grad_a, grad_stored = _each_group(sizes, a.shape[0], group, init)
+    grad_a, grad_stored = _each_group(sizes, a.shape[0], window_rows(a.shape[0], b.shape[0]), group, init)
     return grad_a.astype(a.dtype), _as_stored(grad_stored).astype(b.dtype), None, None
 
 
