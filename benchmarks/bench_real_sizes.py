@@ -235,7 +235,8 @@ def _add_backend(name, build, args, row, fns, setup) -> None:
     try:
         fns[name] = build(*args)
     except Exception as e:
-        row[name] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+        message = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).splitlines()[0][:160]  # the exporter colours its text
+        row[name] = f"failed: {type(e).__name__}: {message}"
         return
     setup[name] = time.perf_counter() - start
 
