@@ -8,7 +8,7 @@ the product runs instead as a loop over the non-empty groups and, inside each, o
 of 16 to 256 consecutive rows multiplied by that group's matrix, so the work is that of the
 rows present (plus one part-filled window per group). Trip counts are computed from `sizes`
 at run time, so shapes stay static. A `while_loop` cannot be differentiated in
-reverse, so the CPU form carries its own gradient (`jax.custom_vjp`), itself two loops of
+reverse, so the CPU form carries its own gradient (`jax.custom_vjp`), itself a loop over
 the same windows. The choice is made in the program (`lax.platform_dependent`), like the
 convolutions' (`ops/_convolution.py`).
 """
@@ -87,7 +87,8 @@ def _as_stored(b):
 
 
 def window_rows(total_rows: int, groups: int) -> int:
-    """Rows per window: the power of two nearest twice an average group's rows, within bounds."""
+    """Rows per window: the largest power of two not above twice an average group's rows,
+    within bounds."""
     average = max(1, 2 * total_rows // max(groups, 1))
     return min(total_rows, max(MIN_WINDOW_ROWS, min(MAX_WINDOW_ROWS, 1 << (average.bit_length() - 1))))
 
