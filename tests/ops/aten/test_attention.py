@@ -218,3 +218,58 @@ def test_bert_with_fully_masked_attention_row(row):
     actual = np.asarray(model(*args, **kwargs)["last_hidden_state"])
     err = float(np.max(np.abs(actual - expected)))
     assert err <= 1e-4, f"max abs error {err:.2e}"
+
+
+# -- query blocks (CPU, long sequences) -----------------------------------------------------------
+
+#: Few enough bytes that 5 query rows attend in blocks of 1 to 3 rows (the last one padded).
+TINY_SCORE_BLOCK = 500
+
+
+@pytest.mark.parametrize("case", list(CASES) + ["fully masked rows causal gqa"])
+def test_sdpa_in_query_blocks_matches_pytorch(case, monkeypatch):
+    """Blocks of query rows (`SCORE_BLOCK_BYTES`, forced small here) give PyTorch's values,
+    with per-row masks, causal rows numbered from their block's first row, GQA and dead rows."""
+    from jaxport.ops.aten import attention
+
+    monkeypatch.setattr(attention, "SCORE_BLOCK_BYTES", TINY_SCORE_BLOCK)
+    monkeypatch.setattr(attention, "BLOCK_ABOVE_BYTES", TINY_SCORE_BLOCK)
+    if case in CASES:
+        options, mask_kind = CASES[case]
+        q, k, v = _qkv(heads_kv=2 if options.get("enable_gqa") else 4, seq_k=5 if options.get("is_causal") else 7)
+        mask = None
+        if mask_kind == "bool":
+            mask = torch.rand(2, 1, 5, k.shape[2], generator=torch.Generator().manual_seed(1)) > 0.3
+            mask[..., 0] = True
+        elif mask_kind == "float":
+            mask = torch.randn(1, 4, 5, k.shape[2], generator=torch.Generator().manual_seed(1))
+    else:
+        options = {"is_causal": True, "enable_gqa": True}
+        g = torch.Generator().manual_seed(0)
+        q = torch.randn(3, 4, 5, 8, generator=g)
+        k, v = (torch.randn(3, 2, 7, 8, generator=g) for _ in range(2))
+        mask = _allowed(3, 5, 7)
+    assert attention._block_rows(q.numpy(), k.numpy()) < 5  # more than one block
+    expected = Attention(**options)(q, k, v, mask).numpy()
+    lowering = jax.jit(lambda q, k, v, mask: attention.aten_scaled_dot_product_attention(q, k, v, mask, **options))
+    actual = np.asarray(lowering(q.numpy(), k.numpy(), v.numpy(), None if mask is None else mask.numpy()))
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_sdpa_query_blocks_gradients_equal_whole(monkeypatch):
+    from jaxport.ops.aten import attention
+
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 4, 9, 8, generator=g).numpy() for _ in range(3))
+
+    def gradients():
+        def loss(q, k, v):
+            return jnp.sum(attention.aten_scaled_dot_product_attention(q, k, v, is_causal=True) ** 2)
+        return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v)
+
+    whole = gradients()
+    monkeypatch.setattr(attention, "SCORE_BLOCK_BYTES", TINY_SCORE_BLOCK)
+    monkeypatch.setattr(attention, "BLOCK_ABOVE_BYTES", TINY_SCORE_BLOCK)
+    assert attention._block_rows(q, k) is not None
+    for a, b in zip(gradients(), whole):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
