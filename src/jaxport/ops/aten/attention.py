@@ -16,12 +16,6 @@ and the flash kernel's logsumexp for it is 0. An additive mask of finfo.min is f
 so such a row is an ordinary softmax (uniform in float32/bf16, where the scores are
 absorbed; shifted but unchanged in float16). Additive masks are added in float32
 (opmath), as PyTorch does, never rounded to the query's dtype.
-
-On CPU, long sequences attend a block of query rows at a time (`lax.map`), so a block's
-scores stay in cache instead of all heads' q x k scores going to memory and back for each
-pass of the softmax: Whisper's encoder (8 heads, 1,500 frames) 208 -> 124 ms per layer's
-attention, PyTorch's flash kernel 93-105 ms. Each row's arithmetic is unchanged, so are its
-values. GPUs keep the whole product (`lax.platform_dependent`).
 """
 
 from __future__ import annotations
@@ -31,7 +25,6 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from .._attention import group_heads, ungroup_heads
 from ..registry import aten
@@ -42,30 +35,18 @@ def _scale(query, scale):
     return 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
 
 
-#: On CPU, queries attend in blocks when all heads' scores would take more bytes than
-#: `BLOCK_ABOVE_BYTES`, each block's scores at most about `SCORE_BLOCK_BYTES` (under a typical
-#: 16-32 MB last-level cache). Measured one core, float32, 64-wide heads, blocks against whole:
-#: 8 heads x 1500^2 (72 MB) 124 vs 208 ms, 8 x 8 x 300^2 (23 MB) 46 vs 68 ms, but 16 x 512^2
-#: (17 MB) 34 vs 32 ms and 8 x 12 x 197^2 (15 MB) 40 vs 33 ms.
-BLOCK_ABOVE_BYTES = 20 * 2**20
-SCORE_BLOCK_BYTES = 12 * 2**20
+def _causal(query, key):
+    return jnp.tril(jnp.ones((query.shape[-2], key.shape[-2]), dtype=bool))
 
 
-def _causal(query, key, first_row=0):
-    """Which keys each query row (numbered from `first_row`) may attend: PyTorch's top-left
-    aligned lower triangle."""
-    rows = first_row + jnp.arange(query.shape[-2])[:, None]
-    return rows >= jnp.arange(key.shape[-2])[None, :]
-
-
-def _masked_scores(query, key, attn_mask, is_causal, scale, first_row=0):
+def _masked_scores(query, key, attn_mask, is_causal, scale):
     """Scores (..., kv_heads, groups, q, k) in opmath, masked with -inf."""
     groups = query.shape[-3] // key.shape[-3]
     compute = opmath_type(query.dtype)
     scores = jnp.einsum("...gqd,...kd->...gqk", group_heads(query, groups), key,
                         preferred_element_type=compute) * _scale(query, scale)
     if is_causal:
-        scores = jnp.where(_causal(query, key, first_row), scores, -jnp.inf)
+        scores = jnp.where(_causal(query, key), scores, -jnp.inf)
     if attn_mask is not None:
         attn_mask = group_heads(attn_mask[None] if attn_mask.ndim == 2 else attn_mask, groups)
         if attn_mask.dtype == jnp.bool_:
@@ -81,13 +62,13 @@ def _dead_rows(scores):
     return jnp.all(scores == -jnp.inf, axis=-1, keepdims=True)
 
 
-def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, key_rng, first_row=0):
+def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, key_rng):
     """(output, scores, dead rows), the last two grouped as `_masked_scores` leaves them."""
     if query.ndim == 2:  # no head axis: one head
         out, scores, dead = _attention(query[None], key[None], value[None], attn_mask, dropout_p, is_causal,
                                        scale, key_rng)
         return out[0], scores[0], dead[0]
-    scores = _masked_scores(query, key, attn_mask, is_causal, scale, first_row)
+    scores = _masked_scores(query, key, attn_mask, is_causal, scale)
     dead = _dead_rows(scores)
     # Like torch's _safe_softmax: fully masked rows get zero weights, not NaN (and no NaN
     # gradient either, so the dead rows' scores are neutralised before the softmax).
@@ -104,51 +85,7 @@ def aten_scaled_dot_product_attention(
     query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False, key_rng=None
 ):
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
-    rows = _block_rows(query, key)
-    if dropout_p > 0.0 or rows is None:  # blocks would draw the dropout mask differently
-        return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, key_rng)[0]
-
-    def whole(query, key, value, attn_mask):
-        return _attention(query, key, value, attn_mask, 0.0, is_causal, scale, None)[0]
-
-    def blocked(query, key, value, attn_mask):
-        return _by_query_blocks(query, key, value, attn_mask, is_causal, scale, rows)
-
-    return lax.platform_dependent(query, key, value, attn_mask, cpu=blocked, default=whole)
-
-
-def _block_rows(query, key):
-    """Query rows per block when all heads' scores outgrow `BLOCK_ABOVE_BYTES`, else None."""
-    if query.ndim < 3:
-        return None
-    length = query.shape[-2]
-    row_bytes = math.prod(query.shape[:-2]) * key.shape[-2] * np.dtype(opmath_type(query.dtype)).itemsize
-    if row_bytes * length <= BLOCK_ABOVE_BYTES:
-        return None
-    count = -(-length // max(1, SCORE_BLOCK_BYTES // max(row_bytes, 1)))
-    return -(-length // count) if count > 1 else None  # blocks of nearly equal rows: little padding
-
-
-def _by_query_blocks(query, key, value, attn_mask, is_causal, scale, rows):
-    """Attention over blocks of `rows` query rows (the last one padded), one after another."""
-    length = query.shape[-2]
-    count = -(-length // rows)
-
-    def blocks(x):  # (..., length, y) -> (count, ..., rows, y), padded rows at the end
-        x = jnp.pad(x, [(0, 0)] * (x.ndim - 2) + [(0, count * rows - length), (0, 0)])
-        return jnp.moveaxis(x.reshape(*x.shape[:-2], count, rows, x.shape[-1]), -3, 0)
-
-    per_row_mask = attn_mask is not None and attn_mask.shape[-2] != 1
-    xs = (blocks(query), blocks(attn_mask) if per_row_mask else None, jnp.arange(count) * rows)
-
-    def block(xs):
-        query, mask, first_row = xs
-        return _attention(query, key, value, mask if per_row_mask else attn_mask, 0.0, is_causal, scale, None,
-                          first_row)[0]
-
-    out = lax.map(block, xs)
-    out = jnp.moveaxis(out, 0, -3)
-    return out.reshape(*out.shape[:-3], count * rows, out.shape[-1])[..., :length, :]
+    return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, key_rng)[0]
 
 
 @aten("_scaled_dot_product_flash_attention_for_cpu.default", random="key_rng")
