@@ -26,6 +26,16 @@ def add_cores_argument(parser: argparse.ArgumentParser) -> None:
                         help="pin every backend to this many cores, or 'all' (default 1)")
 
 
+def parser(doc: str, runs: int) -> argparse.ArgumentParser:
+    """A script's parser with the options every benchmark takes: `--runs` (calls timed per
+    backend, default `runs`), `--markdown` and `--cores`; described by `doc`'s first line."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    parser.add_argument("--runs", type=int, default=runs)
+    parser.add_argument("--markdown", help="also write the table here")
+    add_cores_argument(parser)
+    return parser
+
+
 def _pin() -> list[int]:
     parser = argparse.ArgumentParser(add_help=False)
     add_cores_argument(parser)

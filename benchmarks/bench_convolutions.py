@@ -16,7 +16,6 @@ from __future__ import annotations
 import _setup  # first: pins the cores before JAX and torch start
 
 # isort: split
-import argparse
 
 import jax
 import jax.numpy as jnp
@@ -70,10 +69,7 @@ def measure(case: tuple, runs: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--markdown")
-    _setup.add_cores_argument(parser)
+    parser = _setup.parser(__doc__, runs=30)
     opts = parser.parse_args()
     lines = ["| layer (NCHW, float32) | PyTorch (ms) | XLA grouped conv / PyTorch | jaxport / PyTorch | max error "
              "| most CPUs any used |",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import _setup  # first: pins the cores before JAX and torch start
 
 # isort: split
-import argparse
 
 import jax
 import jax.numpy as jnp
@@ -97,10 +96,7 @@ def floors(runs: int) -> list[tuple[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--markdown", help="also write the table here")
-    _setup.add_cores_argument(parser)
+    parser = _setup.parser(__doc__, runs=200)
     opts = parser.parse_args()
     lines = [
         "| workload | ATen ops | PyTorch eager (µs) | jaxport eager (µs) | bare JAX eager (µs) | jaxport µs/op | JAX µs/op |",

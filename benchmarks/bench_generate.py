@@ -131,15 +131,12 @@ def peak_memory(backend: str, batch: int, small: bool) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = _setup.parser(__doc__, runs=5)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
-    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
     parser.add_argument("--memory", action="store_true", help="also measure each backend's peak memory")
     parser.add_argument("--small", action="store_true", help="a tiny model, to check the script quickly")
-    parser.add_argument("--markdown")
     parser.add_argument("--peak", choices=BACKENDS, help=argparse.SUPPRESS)
-    _setup.add_cores_argument(parser)
     opts = parser.parse_args()
     model = build(opts.small)
     if opts.peak:

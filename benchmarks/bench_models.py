@@ -15,7 +15,6 @@ from __future__ import annotations
 import _setup  # first: pins the cores before JAX and torch start
 
 # isort: split
-import argparse
 import time
 
 import jax
@@ -77,11 +76,8 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = _setup.parser(__doc__, runs=100)
     parser.add_argument("models", nargs="*", default=list(MODELS))
-    parser.add_argument("--runs", type=int, default=100)
-    parser.add_argument("--markdown", help="also write the table here")
-    _setup.add_cores_argument(parser)
     opts = parser.parse_args()
     rows = []
     for name in opts.models:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import _setup  # first: pins the cores before JAX and torch start
 
 # isort: split
-import argparse
 
 import jax
 import jax.numpy as jnp
@@ -60,10 +59,7 @@ def measure(m: int, k: int, n: int, runs: int) -> list:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--markdown")
-    _setup.add_cores_argument(parser)
+    parser = _setup.parser(__doc__, runs=50)
     opts = parser.parse_args()
     lines = ["| m × k × n | " + " | ".join(f"{b} (ms, GF/s)" for b in BACKENDS) + " | most CPUs any used |",
              "|---|" + "---:|" * (len(BACKENDS) + 1)]

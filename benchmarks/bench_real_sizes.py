@@ -331,19 +331,16 @@ def table(rows: dict, models, batches) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = _setup.parser(__doc__, runs=20)
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
-    parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
     parser.add_argument("--results", default=RESULTS.format(cores=_setup.THREADS))
     parser.add_argument("--rerun", action="store_true", help="measure again what the results file holds")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per (model, batch)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                         help="where PyTorch's backends run (jaxport runs on JAX's default device)")
-    parser.add_argument("--markdown")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
-    _setup.add_cores_argument(parser)
     opts = parser.parse_args()
     if opts.worker:
         row = measure(opts.worker[0], int(opts.worker[1]), opts.runs, opts.backends, opts.device)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import _setup  # first: pins the cores before JAX and torch start
 
 # isort: split
-import argparse
 import copy
 import time
 
@@ -127,11 +126,8 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = _setup.parser(__doc__, runs=50)
     parser.add_argument("models", nargs="*", default=list(MODELS))
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--markdown")
-    _setup.add_cores_argument(parser)
     args = parser.parse_args()
     rows = [bench(name, args.runs) for name in args.models]
     publish(table(rows), args.markdown,
