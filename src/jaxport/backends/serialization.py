@@ -50,6 +50,7 @@ import numpy as np
 
 from ..errors import InputError, SerializationError, one_line
 from ..ir import flatten_by_name, interpret
+from ..ops import _native
 from .inputs import as_jax
 from .model import JaxModel
 
@@ -464,7 +465,8 @@ def _trace(model: JaxModel, shapes: list[tuple], dtypes: list, platforms,
         return [o if o is None or isinstance(o, jax.Array) else jnp.asarray(o) for o in flat]
 
     run.__name__ = _identifier(model.name)
-    return jax.export.export(jax.jit(run), platforms=platforms)(params, *args)
+    with _native.portable():  # the artifact runs where jaxport's compiled kernels are not
+        return jax.export.export(jax.jit(run), platforms=platforms)(params, *args)
 
 
 def _finish(model: JaxModel, exported, names, shapes, dtypes) -> ExportedModel:

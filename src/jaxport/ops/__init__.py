@@ -4,8 +4,9 @@
     onnx/             ONNX lowerings by family, versioned by opset, and onnxruntime's com.microsoft ops
     python_builtins   the Python operators and `torch.sym_*` that exported graphs call
     _attention, _convolution, _pooling    helpers both libraries share
+    _native/          compiled CPU kernels behind some helpers, when `pip install` built them
 
 Importing this package registers every lowering.
 """
 
-from . import aten, onnx, python_builtins  # noqa: F401
+from . import _native, aten, onnx, python_builtins  # noqa: F401

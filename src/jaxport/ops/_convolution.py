@@ -43,6 +43,10 @@ MAX_SPLIT_GROUPS = 64
 #: frames) takes 13.9 ms grouped and 47.7 ms split at batch 1 (22 vs 345 ms at batch 8;
 #: PyTorch 4.5 and 36 ms).
 MAX_SPLIT_TAPS = 64
+#: Compiled CPU kernels by name, each a function that returns its formulation of a convolution
+#: or None where it does not apply. `jaxport.ops._native` adds them when `pip install` built
+#: them; generated code, and programs traced for other machines, run without any.
+CPU_KERNELS = {}
 
 
 def convolve(lhs, rhs, *, strides, padding, lhs_dilation, rhs_dilation, groups, precision=lax.Precision.HIGHEST):
@@ -83,7 +87,11 @@ def _cpu_formulation(lhs, rhs, strides, padding, lhs_dilation, rhs_dilation, gro
     transposed = any(d != 1 for d in lhs_dilation or ())  # a stride-dilated input
     sizes = _output_sizes(lhs, rhs, strides, padding, rhs_dilation)
     if groups > 1 and not transposed and _is_shiftable_depthwise(lhs, rhs, groups) and all(s > 0 for s in sizes):
-        return lambda lhs, rhs: _depthwise_by_shifts(lhs, rhs, strides, padding, rhs_dilation)
+        def shifts(lhs, rhs):
+            return _depthwise_by_shifts(lhs, rhs, strides, padding, rhs_dilation)
+        kernel = CPU_KERNELS.get("depthwise_conv")
+        dilation = tuple(rhs_dilation or (1,) * (rhs.ndim - 2))
+        return (kernel and kernel(lhs, rhs, strides, padding, dilation, sizes, shifts)) or shifts
     if 1 < groups <= MAX_SPLIT_GROUPS and math.prod(rhs.shape[2:]) <= MAX_SPLIT_TAPS:
         def split(lhs, rhs):
             parts = zip(jnp.split(lhs, groups, axis=1), jnp.split(rhs, groups, axis=0))

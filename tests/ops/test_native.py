@@ -1,0 +1,176 @@
+"""The compiled CPU kernels (`jaxport.ops._native`) against PyTorch and against the portable
+formulation they stand in for: values on every geometry the kernel takes (strides, dilations,
+asymmetric padding, channel multipliers, rows narrower than its register blocks, planes shorter
+than its row groups, 1-D), derivatives both ways, vmap, and where it must stay out (other
+dtypes, `portable()`, exported programs).
+
+The kernels are built by `make setup` (`pip install -e .`); these tests fail, not skip, when
+they are missing, so a build that silently left them out shows. `JAXPORT_NATIVE=0` turns them
+off on purpose, and then the tests that need them skip.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from jax import lax
+
+from jaxport.ops import _native
+from jaxport.ops._convolution import convolve
+from tests.support.numeric import assert_close
+
+pytestmark = pytest.mark.skipif(os.environ.get("JAXPORT_NATIVE") == "0", reason="JAXPORT_NATIVE=0")
+
+
+@pytest.fixture
+def everywhere(monkeypatch):
+    """The kernel on every depthwise convolution it can take, not only where it pays."""
+    monkeypatch.setattr(_native, "KERNEL_PLANE", 0)
+
+GEOMETRIES = [  # input shape, weight shape, strides, padding (low, high), dilation
+    pytest.param((2, 8, 11, 9), (8, 1, 3, 3), (1, 1), [(1, 1), (1, 1)], (1, 1), id="3x3"),
+    pytest.param((1, 6, 40, 37), (6, 1, 3, 3), (2, 2), [(1, 1), (1, 1)], (1, 1), id="3x3-stride2-wide"),
+    pytest.param((1, 4, 30, 35), (4, 1, 5, 5), (3, 2), [(2, 1), (0, 3)], (1, 1), id="5x5-strides-asymmetric-padding"),
+    pytest.param((2, 3, 14, 14), (3, 1, 7, 7), (1, 1), [(3, 3), (3, 3)], (1, 1), id="7x7-14px"),
+    pytest.param((1, 5, 17, 33), (5, 1, 7, 7), (1, 1), [(3, 3), (3, 3)], (1, 1), id="7x7-row-past-two-blocks"),
+    pytest.param((1, 4, 10, 16), (12, 1, 3, 3), (1, 2), [(0, 1), (2, 0)], (2, 1), id="multiplier-dilation"),
+    pytest.param((1, 2, 3, 2), (2, 1, 3, 3), (1, 1), [(1, 1), (1, 1)], (1, 1), id="plane-smaller-than-a-block"),
+    pytest.param((1, 2, 5, 5), (2, 1, 3, 3), (1, 1), [(4, 4), (5, 5)], (3, 3), id="padding-beyond-the-kernel"),
+    pytest.param((1, 3, 5, 7), (3, 1, 5, 7), (1, 1), [(0, 0), (0, 0)], (1, 1), id="kernel-as-large-as-input"),
+    pytest.param((2, 5, 37), (5, 1, 9), (2,), [(4, 3)], (2,), id="1d"),
+    pytest.param((0, 4, 6, 6), (4, 1, 3, 3), (1, 1), [(1, 1), (1, 1)], (1, 1), id="empty-batch"),
+]
+
+
+def _case(in_shape, w_shape, seed):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(in_shape, np.float32), rng.standard_normal(w_shape, np.float32)
+
+
+def _convolution(strides, padding, dilation, groups):
+    return jax.jit(lambda x, w: convolve(x, w, strides=strides, padding=padding, lhs_dilation=None,
+                                         rhs_dilation=dilation, groups=groups))
+
+
+def _reference(x, w, strides, padding, dilation, groups):
+    """PyTorch's convolution of the same geometry (asymmetric padding applied to the input first)."""
+    flat = [p for pair in reversed(padding) for p in pair]
+    padded = torch.nn.functional.pad(torch.from_numpy(x), flat)
+    conv = torch.nn.functional.conv1d if x.ndim == 3 else torch.nn.functional.conv2d
+    return conv(padded, torch.from_numpy(w), stride=strides, dilation=dilation, groups=groups).numpy()
+
+
+def _uses_kernel(fn, *args) -> bool:
+    return _native.DEPTHWISE_TARGET in fn.lower(*args).as_text()
+
+
+def test_the_kernels_are_built():
+    assert _native.loaded(), f"{_native.LIBRARY} is missing or does not load: run `make setup` (pip install -e .)"
+
+
+@pytest.mark.parametrize("in_shape, kernel, pays", [
+    ((1, 96, 56, 56), 7, True),   # ConvNeXt
+    ((1, 768, 7, 7), 7, True),
+    ((1, 240, 28, 28), 5, True),  # EfficientNet
+    ((1, 1152, 7, 7), 5, False),
+    ((1, 32, 112, 112), 3, True),  # MobileNetV2's first
+    ((1, 144, 56, 56), 3, False),  # and the rest: XLA's fused loop is faster
+    ((1, 384, 14, 14), 3, False),
+], ids=str)
+def test_the_kernel_runs_where_it_pays(in_shape, kernel, pays):
+    """Small kernels over small planes stay XLA's fused loop (see `_native.KERNEL_TAPS`)."""
+    channels = in_shape[1]
+    fn = _convolution((1, 1), [(kernel // 2, kernel // 2)] * 2, (1, 1), channels)
+    x, w = jnp.zeros(in_shape, jnp.float32), jnp.zeros((channels, 1, kernel, kernel), jnp.float32)
+    assert _uses_kernel(fn, x, w) == pays
+
+
+@pytest.mark.parametrize("in_shape, w_shape, strides, padding, dilation", GEOMETRIES)
+def test_depthwise_kernel_matches_pytorch(everywhere, in_shape, w_shape, strides, padding, dilation):
+    x, w = _case(in_shape, w_shape, seed=0)
+    groups = in_shape[1]
+    fn = _convolution(strides, padding, dilation, groups)
+    assert _uses_kernel(fn, x, w)  # an empty batch too: the kernel has nothing to write
+    expected = _reference(x, w, strides, padding, dilation, groups)
+    assert_close(fn(x, w), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("special", [float("nan"), float("inf"), float("-inf")], ids=str)
+def test_depthwise_kernel_special_values(everywhere, special):
+    """A NaN or infinity reaches exactly the outputs whose window holds it; an infinite weight
+    times padding's zeros is NaN, as in PyTorch. Signed zeros: an output whose products are
+    all -0.0 is +0.0 in both (the sum starts from +0.0)."""
+    x, w = _case((1, 4, 9, 20), (4, 1, 3, 3), seed=1)
+    x[0, 1, 3, 4] = x[0, 2, 0, 0] = x[0, 0, 8, 19] = special
+    w[3, 0, 1, 1] = special
+    x[0, 0, :3, :3], w[0] = -0.0, np.abs(w[0])
+    fn = _convolution((1, 1), [(1, 1), (1, 1)], (1, 1), 4)
+    expected = _reference(x, w, (1, 1), [(1, 1), (1, 1)], (1, 1), 4)
+    out = np.asarray(fn(x, w))
+    assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(np.signbit(out[0, 0, :2, :2]), np.signbit(expected[0, 0, :2, :2]))
+
+
+def test_depthwise_kernel_gradients_match_pytorch(everywhere):
+    """Reverse mode through the kernel (its tangent is the portable formulation's) against
+    PyTorch's autograd, for the input and the weights."""
+    x, w = _case((2, 6, 13, 18), (6, 1, 5, 5), seed=2)
+    cotangent = np.random.default_rng(3).standard_normal((2, 6, 7, 9), np.float32)
+    fn = _convolution((2, 2), [(2, 2), (2, 2)], (1, 1), 6)
+    grads = jax.grad(lambda x, w: jnp.sum(fn(x, w) * cotangent), argnums=(0, 1))(x, w)
+    tx, tw = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
+    (torch.nn.functional.conv2d(tx, tw, stride=2, padding=2, groups=6) * torch.from_numpy(cotangent)).sum().backward()
+    assert_close(grads[0], tx.grad.numpy(), rtol=1e-4, atol=1e-4, name="d input")
+    assert_close(grads[1], tw.grad.numpy(), rtol=1e-4, atol=1e-4, name="d weight")
+
+
+def test_depthwise_kernel_forward_mode_and_vmap(everywhere):
+    """`jax.jvp` (tangents in both operands, zeros in one, or one operand a constant) equals the portable formulation's, and
+    `jax.vmap` over a batch of inputs equals one call per input."""
+    x, w = _case((1, 4, 9, 12), (4, 1, 3, 3), seed=4)
+    dx, dw = _case((1, 4, 9, 12), (4, 1, 3, 3), seed=5)
+    geometry = dict(strides=(1, 1), padding=[(1, 1), (1, 1)], lhs_dilation=None, rhs_dilation=(1, 1), groups=4)
+
+    def kernel(x, w):
+        return convolve(x, w, **geometry)
+
+    def portable(x, w):
+        with _native.portable():
+            return convolve(x, w, **geometry)
+
+    for tangents in [(dx, dw), (dx, np.zeros_like(w)), (np.zeros_like(x), dw)]:
+        out, tangent = jax.jit(lambda a, b: jax.jvp(kernel, (x, w), (a, b)))(*tangents)
+        expected_out, expected_tangent = jax.jit(lambda a, b: jax.jvp(portable, (x, w), (a, b)))(*tangents)
+        assert_close(out, expected_out, rtol=1e-6, atol=1e-6)
+        assert_close(tangent, expected_tangent, rtol=1e-5, atol=1e-5)
+    only_input = jax.jit(lambda a: jax.jvp(lambda x: kernel(x, w), (x,), (a,)))(dx)[1]
+    assert_close(only_input, jax.jit(lambda a: jax.jvp(lambda x: portable(x, w), (x,), (a,)))(dx)[1],
+                 rtol=1e-5, atol=1e-5)
+    stacked = np.stack([x, dx])
+    batched = jax.jit(jax.vmap(kernel, in_axes=(0, None)))(stacked, w)
+    assert_close(batched, np.stack([np.asarray(jax.jit(kernel)(s, w)) for s in stacked]), rtol=1e-6, atol=1e-6)
+
+
+def test_depthwise_kernel_stays_out_where_it_does_not_apply(everywhere):
+    """Other dtypes, 3-D convolutions and programs traced inside `portable()` run the portable
+    formulation, with no custom call in them."""
+    x, w = _case((1, 4, 8, 8), (4, 1, 3, 3), seed=6)
+    fn = _convolution((1, 1), [(1, 1), (1, 1)], (1, 1), 4)
+    assert _uses_kernel(fn, x, w)
+    assert not _uses_kernel(fn, x.astype(np.float16), w.astype(np.float16))
+    with _native.portable():
+        portable = jax.jit(lambda x, w: convolve(x, w, strides=(1, 1), padding=[(1, 1), (1, 1)],
+                                                 lhs_dilation=None, rhs_dilation=(1, 1), groups=4))
+        assert not _uses_kernel(portable, x, w)
+    x3, w3 = _case((1, 3, 5, 6, 4), (3, 1, 3, 3, 3), seed=7)
+    fn3 = jax.jit(lambda x, w: convolve(x, w, strides=(1, 1, 1), padding=[(1, 1)] * 3, lhs_dilation=None,
+                                        rhs_dilation=None, groups=3))
+    assert not _uses_kernel(fn3, x3, w3)
+    general = lax.conv_general_dilated(x3, w3, (1, 1, 1), [(1, 1)] * 3, dimension_numbers=("NCDHW", "OIDHW", "NCDHW"),
+                                       feature_group_count=3, precision=lax.Precision.HIGHEST)
+    assert_close(fn3(x3, w3), general, rtol=1e-5, atol=1e-5)
