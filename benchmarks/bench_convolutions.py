@@ -65,12 +65,12 @@ def measure(case: tuple, runs: int) -> dict:
         portable = jax.jit(lambda a, b: convolve(a, b, groups=groups, **geometry)).lower(jx, jw).compile()
     kernel = None
     if groups == channels == out_channels and _native.loaded():
-        thresholds = _native.KERNEL_PLANE
-        _native.KERNEL_PLANE = 0  # the kernel on every depthwise layer, not only where it pays
+        thresholds = _native.KERNEL_TAPS
+        _native.KERNEL_TAPS = 1  # the kernel on every depthwise layer, not only where it pays
         try:
             kernel = jax.jit(lambda a, b: convolve(a, b, groups=groups, **geometry)).lower(jx, jw).compile()
         finally:
-            _native.KERNEL_PLANE = thresholds
+            _native.KERNEL_TAPS = thresholds
     fns = [lambda: torch.nn.functional.conv2d(tx, tw, stride=stride, padding=pad, groups=groups),
            lambda: jax.block_until_ready(grouped(jx, jw)),
            lambda: jax.block_until_ready(chosen(jx, jw))]

@@ -337,6 +337,8 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
     parser.add_argument("--results", default=RESULTS.format(cores=_setup.THREADS))
     parser.add_argument("--rerun", action="store_true", help="measure again what the results file holds")
+    parser.add_argument("--report", action="store_true",
+                        help="measure nothing: the table of what the results file holds for --models and --batches")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per (model, batch)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                         help="where PyTorch's backends run (jaxport runs on JAX's default device)")
@@ -350,7 +352,7 @@ def main() -> None:
         return
     os.makedirs(os.path.dirname(opts.results) or ".", exist_ok=True)
     done = read(opts.results)
-    for name in opts.models:
+    for name in [] if opts.report else opts.models:
         for batch in opts.batches:
             if (name, batch) in done and not opts.rerun:
                 continue

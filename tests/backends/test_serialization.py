@@ -307,7 +307,7 @@ def test_one_artifact_carries_each_platforms_convolution(tmp_path):
 def test_artifacts_need_no_compiled_kernel(tmp_path, monkeypatch):
     """Where jaxport runs a depthwise convolution with its compiled CPU kernel (an XLA custom
     call), the exported artifact holds the portable formulation instead: it runs with JAX alone."""
-    monkeypatch.setattr(_native, "KERNEL_PLANE", 0)  # the kernel even on this small block
+    monkeypatch.setattr(_native, "KERNEL_TAPS", 1)  # the kernel even on this small block
     torch.manual_seed(0)
     module = DepthwiseBlock().eval()
     x = torch.randn(2, 8, 9, 9)

@@ -34,17 +34,18 @@ LIBRARY = Path(__file__).with_name("_kernels" + (sysconfig.get_config_var("EXT_S
 DEPTHWISE_TARGET = "jaxport_depthwise_conv2d_f32"
 
 #: Where the depthwise kernel pays. XLA fuses the portable formulation's taps with what
-#: follows (BatchNorm, activation) into one loop, which the kernel's output cannot join, so
-#: small kernels over small planes stay portable: one core, kernel plus a separate
-#: scale-shift-clip against the fused loop, 3x3 at 112 px 0.35-0.54 vs 0.59-0.66 ms, at 56 px
-#: 0.44 vs 0.26, at 14 px 0.26 vs 0.13 (576 channels: 0.38 vs 0.17); 5x5 at 28 px 0.45-0.63
-#: vs 0.58-0.91, at 7 px 0.39 vs 0.28; 7x7 at 56 px 0.87 vs 1.22, at 14 px 0.45 vs 0.63, at
-#: 7 px (batch 8) 1.6 vs 2.2. Where the output feeds a transpose or a LayerNorm (ConvNeXt) the
-#: fused taps are computed once per consumer, and the kernel wins by 3x (one block: 38.8 ->
-#: 11.7 ms; PyTorch 20.8).
-KERNEL_TAPS = 49  # at least this many taps: always
-MID_KERNEL_TAPS, MID_KERNEL_PLANE = 25, 14 * 14  # at least this many taps, over planes this large
-KERNEL_PLANE = 100 * 100  # input planes at least this large: any kernel
+#: comes before and after (padding, BatchNorm, activation) into one loop, which the kernel
+#: cannot join, so small kernels stay portable. Alone, one core, the kernel (plus a separate
+#: scale-shift-clip) against the fused loop: 3x3 at 112 px 0.35-0.54 vs 0.59-0.66 ms, at
+#: 56 px 0.44 vs 0.26, at 14 px 0.26 vs 0.13; 5x5 at 28 px 0.45-0.63 vs 0.58-0.91, at 7 px
+#: 0.39 vs 0.28; 7x7 at 56 px 0.87 vs 1.22, at 14 px 0.45 vs 0.63. In whole networks
+#: (interleaved, frozen, one core) the 3x3 layers it would win alone gave nothing:
+#: MobileNetV2 0.66x vs 0.62x eager at batch 1, 0.46x vs 0.49x at batch 8; EfficientNet-B0
+#: with its 5x5 layers on the kernel 0.90x vs 0.88x, 0.72x vs 0.72x. Where the output feeds
+#: a transpose and a LayerNorm (ConvNeXt's 7x7) XLA computes the fused taps once per
+#: consumer, and the kernel wins: ConvNeXt-T 0.85x vs 1.33x eager.
+KERNEL_TAPS = 49  # at least this many taps: the kernel
+MID_KERNEL_TAPS, MID_KERNEL_PLANE = 25, 14 * 14  # at least this many taps over planes this large
 
 _portable = contextvars.ContextVar("jaxport_portable", default=False)
 
@@ -84,8 +85,7 @@ def depthwise_conv(lhs, rhs, strides, padding, dilation, sizes, portable_formula
             or any(lo < 0 for lo, _ in padding) or not loaded()):
         return None
     taps, plane = math.prod(rhs.shape[2:]), math.prod(lhs.shape[2:])
-    if not (taps >= KERNEL_TAPS or plane >= KERNEL_PLANE
-            or (taps >= MID_KERNEL_TAPS and plane >= MID_KERNEL_PLANE)):
+    if not (taps >= KERNEL_TAPS or (taps >= MID_KERNEL_TAPS and plane >= MID_KERNEL_PLANE)):
         return None
     one_d = lhs.ndim == 3
     if one_d:  # a 1-D convolution is a 2-D one over rows of height 1
