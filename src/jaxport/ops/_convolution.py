@@ -7,9 +7,9 @@ not: XLA:CPU runs `feature_group_count > 1` on a slow generic path, measured 10-
 time for 3x3 to 7x7 kernels, so there it is written as shifted multiply-adds: one strided
 slice of the padded input per kernel tap, scaled by that tap's per-channel weight and
 summed, which XLA fuses into one vectorized loop over the output (0.3-1.3x PyTorch's time).
-Where jaxport's compiled kernel is built (`ops/_native`, registered in `CPU_KERNELS`), large
-kernels and large planes run on it instead: XLA copies the fused sum into every consumer of
-its output, so ConvNeXt's 7x7, read by a transpose and a LayerNorm, was computed three times.
+Where jaxport's compiled kernel is built (`ops/_native`, registered in `CPU_KERNELS`), 5x5
+and larger kernels run on it instead: XLA copies the fused sum into every consumer of its
+output, so ConvNeXt's 7x7, read by a transpose and a LayerNorm, was computed three times.
 Other grouped convolutions with small kernels run on CPU as one plain convolution per group,
 concatenated (8 groups: 3.5x -> 1.2x PyTorch's time; 32 groups: 15x -> 2.4x). A 1x1 convolution on CPU is
 a matrix product of the weights with each image's channels-by-positions matrix: XLA:CPU's

@@ -90,16 +90,17 @@ def depthwise_conv(lhs, rhs, strides, padding, dilation, sizes, portable_formula
     one_d = lhs.ndim == 3
     if one_d:  # a 1-D convolution is a 2-D one over rows of height 1
         strides, dilation, padding = (1, *strides), (1, *dilation), [(0, 0), *padding]
-    attributes = dict(stride_h=strides[0], stride_w=strides[1], pad_top=padding[0][0], pad_left=padding[1][0],
-                      dilation_h=dilation[0], dilation_w=dilation[1])
-    call = jax.ffi.ffi_call(DEPTHWISE_TARGET, jax.ShapeDtypeStruct((lhs.shape[0], rhs.shape[0], *(1,) * one_d, *sizes),
-                                                                   lhs.dtype), vmap_method="sequential")
+    geometry = dict(stride_h=strides[0], stride_w=strides[1], pad_top=padding[0][0], pad_left=padding[1][0],
+                    dilation_h=dilation[0], dilation_w=dilation[1])
+    attributes = {name: np.int64(value) for name, value in geometry.items()}  # the handler's int64 attributes
+    out_shape = (lhs.shape[0], rhs.shape[0], *(1,) * one_d, *sizes)
+    call = jax.ffi.ffi_call(DEPTHWISE_TARGET, jax.ShapeDtypeStruct(out_shape, lhs.dtype), vmap_method="sequential")
 
     @jax.custom_jvp
     def convolution(lhs, rhs):
         if one_d:
-            return call(lhs[:, :, None], rhs[:, :, None], **{k: np.int64(v) for k, v in attributes.items()})[:, :, 0]
-        return call(lhs, rhs, **{k: np.int64(v) for k, v in attributes.items()})
+            return call(lhs[:, :, None], rhs[:, :, None], **attributes)[:, :, 0]
+        return call(lhs, rhs, **attributes)
 
     def tangent(primals, tangents):
         (lhs, rhs), (d_lhs, d_rhs) = primals, tangents
