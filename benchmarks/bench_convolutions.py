@@ -59,24 +59,29 @@ def measure(case: tuple, runs: int) -> dict:
     grouped = jax.jit(lambda a, b: lax.conv_general_dilated(
         a, b, geometry["strides"], geometry["padding"], dimension_numbers=("NCHW", "OIHW", "NCHW"),
         feature_group_count=groups, precision=lax.Precision.HIGHEST))
-    # Each formulation compiled ahead, so that all three are called the same way.
-    lowered = jax.jit(lambda a, b: convolve(a, b, groups=groups, **geometry)).lower(jx, jw)
+
+    def compiled():  # each formulation compiled ahead, so that all are called the same way
+        return jax.jit(lambda a, b: convolve(a, b, groups=groups, **geometry)).lower(jx, jw)
+
+    lowered = compiled()
     uses_kernel = _native.DEPTHWISE_TARGET in lowered.as_text()
     chosen = lowered.compile()
-    with _native.portable():  # traced now, so the kernel stays out
-        portable = jax.jit(lambda a, b: convolve(a, b, groups=groups, **geometry)).lower(jx, jw).compile()
-    kernel = None
-    if groups == channels == out_channels and _native.loaded():
+    depthwise = groups == channels == out_channels
+    portable = kernel = None
+    if depthwise:
+        with _native.portable():  # traced now, so the kernel stays out
+            portable = compiled().compile()
+    if depthwise and _native.loaded():
         thresholds = _native.KERNEL_TAPS
         _native.KERNEL_TAPS = 1  # the kernel on every depthwise layer, not only where it pays
         try:
-            kernel = jax.jit(lambda a, b: convolve(a, b, groups=groups, **geometry)).lower(jx, jw).compile()
+            kernel = compiled().compile()
         finally:
             _native.KERNEL_TAPS = thresholds
     fns = [lambda: torch.nn.functional.conv2d(tx, tw, stride=stride, padding=pad, groups=groups),
            lambda: jax.block_until_ready(grouped(jx, jw)),
            lambda: jax.block_until_ready(chosen(jx, jw))]
-    if groups == channels == out_channels:
+    if portable is not None:
         fns.append(lambda: jax.block_until_ready(portable(jx, jw)))
     if kernel is not None:
         fns.append(lambda: jax.block_until_ready(kernel(jx, jw)))

@@ -108,11 +108,11 @@ JAXPORT_INLINE void FillScratch(const float* plane, const Geometry& g, float* sc
 }
 
 // Outputs of `rows` rows from `oh` and `vecs` vectors of columns from `ow` into `block` (row
-// pitch vecs * kLanes), summed over every tap. `columns` (Geometry::columns) places each tap
-// column in the scratch, so the loop holds no division.
+// pitch vecs * kLanes), summed over every tap. `g.columns` places each tap column in the
+// scratch, so the loop holds no division.
 template <int64_t rows, int64_t vecs>
-JAXPORT_INLINE void ComputeBlock(const float* scratch, const float* weights, const int64_t* columns,
-                                 const Geometry& g, int64_t oh, int64_t ow, float* block) {
+JAXPORT_INLINE void ComputeBlock(const float* scratch, const float* weights, const Geometry& g,
+                                 int64_t oh, int64_t ow, float* block) {
   const int64_t row_pitch = g.stride_w * g.phase_len;  // one padded input row
   const float* base[rows];
   for (int64_t r = 0; r < rows; ++r) base[r] = scratch + (oh + r) * g.stride_h * row_pitch + ow;
@@ -122,7 +122,7 @@ JAXPORT_INLINE void ComputeBlock(const float* scratch, const float* weights, con
     for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
       const float w = weights[kh * g.kernel_w + kw];
       const Vec wv = {w, w, w, w, w, w, w, w};
-      const int64_t at = tap_row + columns[kw];
+      const int64_t at = tap_row + g.columns[kw];
 #pragma GCC unroll 8
       for (int64_t r = 0; r < rows; ++r) {
 #pragma GCC unroll 2
@@ -139,13 +139,13 @@ JAXPORT_INLINE void ComputeBlock(const float* scratch, const float* weights, con
 // last block is moved left to end at the row's end (recomputing a few outputs) so every block
 // is stored whole; narrower rows take the block's first columns.
 template <int64_t rows, int64_t vecs>
-JAXPORT_INLINE void ComputeRows(const float* scratch, const float* weights, const int64_t* columns,
-                                const Geometry& g, int64_t oh, float* out) {
+JAXPORT_INLINE void ComputeRows(const float* scratch, const float* weights, const Geometry& g, int64_t oh,
+                                float* out) {
   constexpr int64_t width = vecs * kLanes;
   float block[rows * width];
   for (int64_t ow = 0; ow < g.out_width; ow += width) {
     const int64_t start = g.out_width >= width ? std::min(ow, g.out_width - width) : ow;
-    ComputeBlock<rows, vecs>(scratch, weights, columns, g, oh, start, block);
+    ComputeBlock<rows, vecs>(scratch, weights, g, oh, start, block);
     const int64_t cols = std::min(width, g.out_width - start);
     for (int64_t r = 0; r < rows; ++r) {
       float* target = out + (oh + r) * g.out_width + start;
@@ -163,13 +163,12 @@ JAXPORT_INLINE void ComputeRows(const float* scratch, const float* weights, cons
 // Every row of one output channel, `rows` at a time (the last group moved up to end at the
 // last row, overlapping); channels of fewer rows take as many rows at a time as they have.
 template <int64_t rows, int64_t vecs>
-JAXPORT_INLINE void ComputeChannel(const float* scratch, const float* weights, const int64_t* columns,
-                                   const Geometry& g, float* out) {
+JAXPORT_INLINE void ComputeChannel(const float* scratch, const float* weights, const Geometry& g, float* out) {
   if constexpr (rows > 1) {
-    if (g.out_height < rows) return ComputeChannel<rows - 1, vecs>(scratch, weights, columns, g, out);
+    if (g.out_height < rows) return ComputeChannel<rows - 1, vecs>(scratch, weights, g, out);
   }
   for (int64_t oh = 0; oh < g.out_height; oh += rows) {
-    ComputeRows<rows, vecs>(scratch, weights, columns, g, std::min(oh, g.out_height - rows), out);
+    ComputeRows<rows, vecs>(scratch, weights, g, std::min(oh, g.out_height - rows), out);
   }
 }
 
@@ -181,7 +180,6 @@ __attribute__((target_clones("arch=x86-64-v3", "default")))
 void ComputePlane(const float* input, const float* weights, float* output, const Geometry& g,
                   int64_t channels, int64_t plane, float* scratch) {
   FillScratch(input + plane * g.height * g.width, g, scratch);
-  const int64_t* columns = g.columns;
   const int64_t image = plane / channels, channel = plane % channels;
   const int64_t taps = g.kernel_h * g.kernel_w;
   for (int64_t j = 0; j < g.multiplier; ++j) {
@@ -191,9 +189,9 @@ void ComputePlane(const float* input, const float* weights, float* output, const
     // Eight accumulators: four rows of two vectors, or eight rows of one for rows of at most
     // one vector (7 px planes), so that few of the computed outputs are thrown away.
     if (g.out_width <= kLanes) {
-      ComputeChannel<8, 1>(scratch, w, columns, g, out);
+      ComputeChannel<8, 1>(scratch, w, g, out);
     } else {
-      ComputeChannel<4, 2>(scratch, w, columns, g, out);
+      ComputeChannel<4, 2>(scratch, w, g, out);
     }
   }
 }
