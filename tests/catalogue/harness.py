@@ -7,6 +7,9 @@
              then the conversion time: a second, warm jaxport.from_torch(model, kwargs=inputs)
     eager    the same model (a copy made before exporting) and inputs moved to device="jax"
              under jaxport.eager(), run, compared
+    generate causal LMs only: jaxport.from_causal_lm on another copy, greedy generation of
+             NEW_TOKENS tokens after a left-padded batch of prompts, token for token against
+             transformers' own `generate`
 
 `check` runs them and returns one result row; the sweep (`tests/catalogue/sweep.py`) calls it in a
 subprocess per model and `tests/catalogue/test_catalogue.py` calls it directly.
@@ -45,12 +48,14 @@ TASKS = {
     "speech-seq2seq": "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
     "audio-classification": "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
 }
-STAGES = ("build", "export", "convert", "eager")
+STAGES = ("build", "export", "convert", "eager", "generate")
+GENERATING_TASKS = ("causal-lm",)
 AUDIO_TASKS = ("audio-classification", "speech-seq2seq")
 BATCH = 2
 SEQ = 8  # tokens per row; the second row's last PAD of them are padding
 PAD = 2
 DECODER_SEQ = 6
+NEW_TOKENS = 8  # generated after the SEQ-token prompts
 AUDIO_SAMPLES = 4000  # raw waveforms: 0.25 s at 16 kHz, a dozen wav2vec2 frames
 AUDIO_FRAMES = 64  # spectrogram frames where the config does not fix them
 RTOL = 1e-4  # max |got - ref| <= RTOL * max(1, max |ref|)
@@ -334,7 +339,8 @@ def check(task: str, model_type: str, stages=STAGES,
     from jaxport.frontends import torch_export
 
     emit = emit or (lambda stage, result: None)
-    stages = ("build",) + tuple(s for s in STAGES if s in stages and s != "build")
+    stages = ("build",) + tuple(s for s in STAGES if s in stages and s != "build"
+                                and (s != "generate" or task in GENERATING_TASKS))
     row: dict[str, Any] = {"task": task, "model": model_type, "stages": {}}
     try:
         row["class"] = model_class(task, model_type).__name__
@@ -362,8 +368,9 @@ def check(task: str, model_type: str, stages=STAGES,
     def do_build():
         model, inputs, reference, facts = build(task, model_type)
         state.update(model=model, inputs=inputs, reference=reference)
-        if "eager" in stages:  # before exporting, which may patch the model
-            state["copy"] = copy.deepcopy(model)
+        for stage in ("eager", "generate"):  # copies made before exporting, which may patch the model
+            if stage in stages:
+                state[stage] = copy.deepcopy(model)
         row.update(facts)
         emit("facts", facts)  # for the sweep, should a later stage never come back
         row["ref_max_abs"] = float(np.abs(reference[np.isfinite(reference)]).max()) if reference.size else 0.0
@@ -392,7 +399,7 @@ def check(task: str, model_type: str, stages=STAGES,
 
     def do_eager():
         with jaxport.eager(), torch.no_grad():
-            module = state["copy"].to("jax")
+            module = state["eager"].to("jax")
             out = module(**{k: v.to("jax") for k, v in state["inputs"].items()})
             found = main_output(out, row["output"])
             if found is None:
@@ -400,9 +407,12 @@ def check(task: str, model_type: str, stages=STAGES,
             found = (found[0], found[1].cpu())
         return _compared(state["reference"], found, row["output"])
 
+    def do_generate():
+        return generate(state["generate"])
+
     ok = {"build": run("build", do_build)}
     for stage, fn, needs in (("export", do_export, "build"), ("convert", do_convert, "export"),
-                             ("eager", do_eager, "build")):
+                             ("eager", do_eager, "build"), ("generate", do_generate, "build")):
         if stage not in stages:
             continue
         if not ok.get(needs):
@@ -412,6 +422,46 @@ def check(task: str, model_type: str, stages=STAGES,
             continue
         ok[stage] = run(stage, fn)
     return row
+
+
+def generation_prompts(config) -> tuple[Any, Any]:
+    """(input_ids, attention_mask) [BATCH, SEQ] of seeded prompts, the second row left-padded by
+    PAD tokens, as transformers pads for generation."""
+    import torch
+
+    ids = _token_ids(config, torch.Generator().manual_seed(2), (BATCH, SEQ))
+    mask = torch.ones_like(ids)
+    mask[1, :PAD] = 0
+    ids[1, :PAD] = _first(_find(config, "pad_token_id", default=0))
+    return ids, mask
+
+
+def generate(model) -> dict:
+    """Greedy generation through jaxport.from_causal_lm against transformers' `generate` on the
+    same left-padded prompts: the tokens must be equal."""
+    import torch
+
+    import jaxport
+
+    ids, mask = generation_prompts(model.config)
+    pad = _first(_find(model.config, "pad_token_id", default=0))
+    try:
+        with torch.no_grad():
+            want = model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=NEW_TOKENS,
+                                  pad_token_id=pad).numpy()
+    except Exception as e:
+        return {"status": "error", "error": "transformers' generate: " + short_error(e)}
+    lm = jaxport.from_causal_lm(model, max_length=SEQ + NEW_TOKENS, max_batch=BATCH)
+    got = np.asarray(lm.generate(ids, mask, max_new_tokens=NEW_TOKENS, pad_token_id=pad))
+    result = {"shape": list(got.shape), "new_tokens": int(got.shape[1] - SEQ)}
+    if got.shape != want.shape:
+        return {**result, "status": "mismatch", "error": f"{list(got.shape)} tokens, transformers {list(want.shape)}"}
+    wrong = np.argwhere(got != want)
+    if len(wrong):
+        row, col = wrong[0]
+        return {**result, "status": "mismatch", "error": f"row {row}, token {col - SEQ} of the new ones: "
+                f"{got[row, col]}, transformers {want[row, col]}"}
+    return {**result, "status": "ok"}
 
 
 def _compared(reference: np.ndarray, found: tuple, name: str) -> dict:

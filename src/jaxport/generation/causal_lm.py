@@ -76,7 +76,7 @@ class CausalLM:
         #: The model's generation config with transformers' defaults filled in: `generate`'s defaults.
         self.generation_config = generation_config
         self.name = name
-        self._cache_shapes = [tuple(s[1:]) for s in cache_shapes]
+        self._cache_shapes = [(tuple(k[1:]), tuple(v[1:])) for k, v in cache_shapes]
         self._cache_dtype = cache_dtype
         self.prefill = jax.jit(self.prefill_step, donate_argnums=1)
         self.decode = jax.jit(self.decode_step, donate_argnums=1)
@@ -95,9 +95,9 @@ class CausalLM:
     def init_cache(self, batch: int) -> dict:
         """An empty cache for `batch` rows: zeros, every slot unused."""
         self._check_batch(batch)
-        zeros = [jnp.zeros((batch, *s), self._cache_dtype) for s in self._cache_shapes]
         return {
-            "layers": [{"keys": z, "values": jnp.zeros_like(z)} for z in zeros],
+            "layers": [{"keys": jnp.zeros((batch, *k), self._cache_dtype),
+                        "values": jnp.zeros((batch, *v), self._cache_dtype)} for k, v in self._cache_shapes],
             "mask": jnp.zeros((batch, self.max_length), jnp.int32),
             "length": jnp.zeros((), jnp.int32),
         }
@@ -285,9 +285,11 @@ def from_causal_lm(model: torch.nn.Module, *, max_length: int, max_batch: int = 
     step = CausalLMStep(model, max_length)
     batch = min(2, max_batch)  # 2 keeps torch.export from specializing the batch to 1
     dtype = next(model.parameters()).dtype
-    keys = [torch.zeros(s, dtype=dtype) for s in step.cache_shapes(batch)]
+    shapes = step.cache_shapes(batch)
+    keys = [torch.zeros(k, dtype=dtype) for k, _ in shapes]
+    values = [torch.zeros(v, dtype=dtype) for _, v in shapes]
     example = (torch.zeros(batch, 2, dtype=torch.long), torch.ones(batch, max_length, dtype=torch.long),
-               torch.zeros(batch, 2, dtype=torch.long), torch.tensor(0), keys, [k.clone() for k in keys])
+               torch.zeros(batch, 2, dtype=torch.long), torch.tensor(0), keys, values)
     rows = torch.export.Dim("batch", min=1, max=max_batch) if max_batch > 1 else None
     count = torch.export.Dim("tokens", min=1, max=max_length)
     per_layer = [{0: rows} if rows is not None else None] * len(keys)

@@ -118,12 +118,16 @@ def py_sym_int(a):
 
 @python("torch.sym_max")
 def py_sym_max(a, b):
-    return max(a, b)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return max(a, b)
+    return jnp.maximum(a, b)  # a traced size (from .item() under jit)
 
 
 @python("torch.sym_min")
 def py_sym_min(a, b):
-    return min(a, b)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return min(a, b)
+    return jnp.minimum(a, b)  # a traced size (from .item() under jit)
 
 
 @python("torch.sym_not")

@@ -13,6 +13,7 @@ import sympy
 import torch
 from torch.export import ExportedProgram
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.utils._sympy.value_ranges import bound_sympy
 
 from ... import dtypes
 from ...ir import Input, TensorSpec
@@ -51,6 +52,21 @@ def value_dependent(val) -> bool:
     if isinstance(val, (tuple, list)):
         return any(value_dependent(v) for v in val)
     return False
+
+
+def fixed_size(val, ranges: dict) -> int | bool | None:
+    """The one value a size computed from run-time values (an unbacked SymInt or SymBool) can take
+    within the graph's value ranges, or None. `max(0, 1 - (T + seen))` with `seen = length.item()`
+    is always 0, but under jit `seen` is traced, and a slice starting there could not be."""
+    if not isinstance(val, (torch.SymInt, torch.SymBool)) or not free_unbacked_symbols(val):
+        return None
+    try:
+        bounds = bound_sympy(val.node.expr, ranges)
+    except Exception:  # noqa: BLE001 - an expression sympy cannot bound: leave it to run
+        return None
+    if bounds.lower != bounds.upper or not bounds.lower.is_number:
+        return None
+    return bool(bounds.lower) if isinstance(val, torch.SymBool) else int(bounds.lower)
 
 
 def _unique_consecutive_last_dim(node: torch.fx.Node) -> bool:

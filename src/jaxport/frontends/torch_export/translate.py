@@ -22,6 +22,7 @@ from .nodes import (
     INLINED_HOPS,
     dim_ranges,
     dim_symbols,
+    fixed_size,
     module_path,
     recorded_spec,
     source,
@@ -34,8 +35,9 @@ from .structure import input_flattener, output_builder
 class _Translator:
     """Walks an FX graph into Program nodes, rebinding in-place writes and inlining wrapper HOPs."""
 
-    def __init__(self, graph_module):
+    def __init__(self, graph_module, ranges: dict | None = None):
         self.graph_module = graph_module
+        self.ranges = ranges or {}  # size symbol -> its value range (ep.range_constraints)
         self.rename: dict[str, Any] = {}  # fx node name -> Ref or constant that stands for it
         self.hop_outputs: dict[str, list] = {}
         self.nodes: list[Node] = []
@@ -87,6 +89,10 @@ class _Translator:
             return
         if target is operator.getitem and node.args[0].name in self.hop_outputs:
             self.rename[node.name] = self.hop_outputs[node.args[0].name][node.args[1]]
+            return
+        size = fixed_size(node.meta.get("val"), self.ranges)
+        if size is not None:
+            self.rename[node.name] = size
             return
         op = op_name(target)
         view_chain = self.view_writes.get(node)
@@ -242,7 +248,7 @@ def to_program(ep: ExportedProgram) -> tuple[Program, StateInfo]:
         else:
             raise ExportError(f"jaxport does not support {spec.kind.name} inputs ({node.name})")
 
-    translator = _Translator(ep.graph_module)
+    translator = _Translator(ep.graph_module, ep.range_constraints)
     graph_outputs = translator.graph(ep.graph)
     outputs: list[Any] = []
     buffer_updates: dict[str, Ref] = {}

@@ -39,7 +39,7 @@ def scalar_dtype(value) -> np.dtype:
     """The dtype PyTorch gives a Python scalar used as an operand."""
     if isinstance(value, (bool, np.bool_)):
         return np.dtype(np.bool_)
-    if isinstance(value, (int, np.integer)):
+    if isinstance(value, (int, np.integer)) or jax.export.is_symbolic_dim(value):
         return canonical(np.int64)
     if isinstance(value, (float, np.floating)):
         return np.dtype(np.float32)
@@ -49,7 +49,8 @@ def scalar_dtype(value) -> np.dtype:
 
 
 def is_scalar(value) -> bool:
-    return isinstance(value, (bool, int, float, complex, np.generic))
+    """A Python or NumPy scalar, or a symbolic size (an int once shapes are known)."""
+    return isinstance(value, (bool, int, float, complex, np.generic)) or jax.export.is_symbolic_dim(value)
 
 
 def _promote(a, b):
