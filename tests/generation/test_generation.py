@@ -9,6 +9,7 @@ logits processors, EOS handling, and the eager frontend's `generate`.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -22,6 +23,7 @@ import pytest
 import torch
 import transformers
 from transformers.generation.logits_process import (
+    MinPLogitsWarper,
     TemperatureLogitsWarper,
     TopKLogitsWarper,
     TopPLogitsWarper,
@@ -130,13 +132,16 @@ SAMPLING = [
     dict(temperature=1.3, top_k=20, top_p=0.9),
     dict(temperature=0.5, top_k=1),
     dict(top_p=0.01),  # keeps only the most likely token (min_tokens_to_keep)
+    dict(min_p=0.1),
+    dict(temperature=0.8, top_k=30, top_p=0.95, min_p=0.05),
+    dict(min_p=1.0),  # only the most likely token (ties with it kept)
 ]
 
 
 @pytest.mark.parametrize("settings", SAMPLING, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
 def test_processed_logits_match_transformers(settings, rng):
     """The distribution sampled from: transformers' warpers in generate's order (temperature,
-    top-k, top-p) against `process_logits`: the same tokens removed, the same kept logits."""
+    top-k, top-p, min-p) against `process_logits`: the same tokens removed, the same kept logits."""
     scores = torch.from_numpy(rng.standard_normal((4, 100)).astype(np.float32) * 3)
     warpers = []
     if "temperature" in settings:
@@ -145,6 +150,8 @@ def test_processed_logits_match_transformers(settings, rng):
         warpers.append(TopKLogitsWarper(settings["top_k"]))
     if "top_p" in settings:
         warpers.append(TopPLogitsWarper(settings["top_p"]))
+    if "min_p" in settings:
+        warpers.append(MinPLogitsWarper(settings["min_p"]))
     want = scores.clone()
     for warper in warpers:
         want = warper(None, want)
@@ -186,6 +193,139 @@ def test_rows_stop_at_eos_independently():
     assert (got[0, 7 + 3:] == 0).all()
 
 
+@pytest.fixture(scope="module")
+def greedy_llama():
+    """A tiny Llama converted for 16 new tokens, its plain greedy tokens, and an EOS id it
+    produces early (so the EOS-dependent settings change something)."""
+    model = tiny_model("llama", seed=3)
+    ids, mask = prompts()
+    lm = jaxport.from_causal_lm(model, max_length=7 + 16, max_batch=4)
+    base = hf_generate(model, ids, mask, do_sample=False, max_new_tokens=16)
+    return model, lm, base
+
+
+def _processor_cases():
+    """Settings of transformers' processors, built from the plain greedy tokens `base` [3, 7 + 16]
+    so that each changes what greedy decoding picks."""
+    first, second = (lambda b: int(b[0, 7]), lambda b: int(b[0, 8]))
+    return {
+        "repetition_penalty>1": lambda b: dict(repetition_penalty=1.3),
+        "repetition_penalty<1": lambda b: dict(repetition_penalty=0.7),
+        "no_repeat_ngram_size=2": lambda b: dict(no_repeat_ngram_size=2),
+        "no_repeat_ngram_size=1": lambda b: dict(no_repeat_ngram_size=1),
+        "min_new_tokens": lambda b: dict(eos_token_id=second(b), min_new_tokens=6),
+        "min_length,several_eos": lambda b: dict(eos_token_id=[second(b), 5], min_length=12),
+        "bad_words_ids": lambda b: dict(bad_words_ids=[[first(b)], [int(b[1, 7]), int(b[1, 8])]]),
+        "sequence_bias": lambda b: dict(sequence_bias={(int(b[2, 9]),): -5.0, (int(b[1, 7]), int(b[1, 8])): -9.0}),
+        "suppress_tokens": lambda b: dict(suppress_tokens=[int(b[0, 9])]),
+        "begin_suppress_tokens": lambda b: dict(begin_suppress_tokens=[first(b)]),
+        "forced_eos_token_id": lambda b: dict(eos_token_id=second(b), forced_eos_token_id=second(b)),
+        "remove_invalid_values,renormalize_logits": lambda b: dict(remove_invalid_values=True, renormalize_logits=True),
+    }
+
+
+@pytest.mark.parametrize("case", list(_processor_cases()))
+def test_processors_match_transformers(greedy_llama, case):
+    """Each logits processor of transformers' `generate` that jaxport implements, greedy, on a
+    left-padded batch: the same tokens as transformers'. Settings that never fire would test
+    nothing, so each must change the tokens of plain greedy decoding."""
+    model, lm, base = greedy_llama
+    ids, mask = prompts()
+    settings = _processor_cases()[case](base)
+    want = hf_generate(model, ids, mask, do_sample=False, max_new_tokens=16, **settings)
+    got = np.asarray(lm.generate(ids, mask, max_new_tokens=16, pad_token_id=0, **settings))
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    if case != "remove_invalid_values,renormalize_logits":  # no invalid values here: a no-op
+        assert got.shape != base.shape or not np.array_equal(got, base)
+
+
+def test_settings_come_from_the_generation_config(greedy_llama):
+    """A setting in the model's generation config (or a `generation_config=` passed in) applies
+    as the call's keyword would; the call's keyword wins."""
+    model, lm, _ = greedy_llama
+    ids, mask = prompts()
+    want = hf_generate(model, ids, mask, do_sample=False, max_new_tokens=16, repetition_penalty=1.3)
+    config = transformers.GenerationConfig(repetition_penalty=1.3, max_new_tokens=16)
+    np.testing.assert_array_equal(np.asarray(lm.generate(ids, mask, generation_config=config, pad_token_id=0)), want)
+    plain = np.asarray(lm.generate(ids, mask, max_new_tokens=16, pad_token_id=0))
+    got = lm.generate(ids, mask, generation_config=config, repetition_penalty=1.0, pad_token_id=0)
+    np.testing.assert_array_equal(np.asarray(got), plain)
+
+
+def test_num_return_sequences_samples_each_prompt_several_times(greedy_llama):
+    _, lm, _ = greedy_llama
+    ids, mask = prompts()
+    out = np.asarray(lm.generate(ids[:1], mask[:1], max_new_tokens=8, do_sample=True, num_return_sequences=3,
+                                 pad_token_id=0, rng=jax.random.key(1)))
+    assert out.shape[0] == 3
+    np.testing.assert_array_equal(out[:, :7], np.repeat(ids[:1].numpy(), 3, axis=0))
+    assert len({tuple(row) for row in out[:, 7:]}) > 1  # independent draws
+    with pytest.raises(jaxport.InputError, match="num_return_sequences=3 needs do_sample=True"):
+        lm.generate(ids[:1], mask[:1], max_new_tokens=8, num_return_sequences=3)
+    with pytest.raises(jaxport.InputError, match=r"batch 6 is outside 1\.\.4"):
+        lm.generate(ids[:2], mask[:2], max_new_tokens=8, do_sample=True, num_return_sequences=3)
+
+
+BEAMS = {
+    "two": lambda b: dict(num_beams=2),
+    "four,return_two": lambda b: dict(num_beams=4, num_return_sequences=2),
+    "eos": lambda b: dict(num_beams=3, eos_token_id=int(b[0, 9])),
+    "eos,early_stopping": lambda b: dict(num_beams=3, eos_token_id=int(b[0, 9]), early_stopping=True),
+    "two_eos,negative_penalty,never": lambda b: dict(num_beams=3, eos_token_id=[int(b[0, 9]), int(b[1, 10])],
+                                                     length_penalty=-1.0, early_stopping="never"),
+    "penalty,processors": lambda b: dict(num_beams=4, eos_token_id=int(b[0, 9]), length_penalty=2.0,
+                                         num_return_sequences=4, repetition_penalty=1.2),
+}
+
+
+@pytest.mark.parametrize("case", list(BEAMS))
+def test_beam_search_matches_transformers(case):
+    """Beam search as its own jitted loop: transformers' hypotheses, for each stopping rule
+    (`early_stopping` True, False, "never"), length penalties of both signs, several EOS ids,
+    several returned beams and a processor on the beams' log-probabilities."""
+    model = tiny_model("llama", seed=3)
+    ids, mask = prompts()
+    lm = jaxport.from_causal_lm(model, max_length=7 + 12, max_batch=12)
+    base = hf_generate(model, ids, mask, do_sample=False, max_new_tokens=12)
+    settings = BEAMS[case](base)
+    want = hf_generate(model, ids, mask, do_sample=False, max_new_tokens=12, **settings)
+    got = np.asarray(lm.generate(ids, mask, max_new_tokens=12, pad_token_id=0, **settings))
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+def test_beam_search_refuses_what_it_cannot_hold():
+    model = tiny_model("llama", seed=3)
+    ids, mask = prompts()
+    lm = jaxport.from_causal_lm(model, max_length=7 + 4, max_batch=6)
+    with pytest.raises(jaxport.InputError, match="3 prompts with num_beams=3 need 9 cache rows; max_batch is 6"):
+        lm.generate(ids, mask, max_new_tokens=4, num_beams=3)
+    with pytest.raises(jaxport.InputError, match="num_return_sequences=3 is more than num_beams=2"):
+        lm.generate(ids, mask, max_new_tokens=4, num_beams=2, num_return_sequences=3)
+    with pytest.raises(jaxport.InputError, match="beam sampling"):
+        lm.generate(ids, mask, max_new_tokens=4, num_beams=2, do_sample=True)
+
+
+@pytest.mark.parametrize("setting", [dict(typical_p=0.9), dict(stop_strings=["end"]), dict(dola_layers="low"),
+                                     dict(output_scores=True), dict(num_beam_groups=2), dict(penalty_alpha=0.6)],
+                         ids=lambda s: next(iter(s)))
+def test_generate_refuses_settings_it_does_not_implement(greedy_llama, setting):
+    """The allow-list: a GenerationConfig field that would change the output and that jaxport
+    does not implement is refused by name, whether the call or the model's config sets it."""
+    model, lm, _ = greedy_llama
+    ids, mask = prompts()
+    name = next(iter(setting))
+    with pytest.raises(jaxport.InputError, match=name):
+        lm.generate(ids, mask, max_new_tokens=4, **setting)
+    config = copy.deepcopy(lm.generation_config)
+    setattr(config, name, setting[name])
+    with pytest.raises(jaxport.InputError, match=name):
+        lm.generate(ids, mask, max_new_tokens=4, generation_config=config)
+    with pytest.raises(jaxport.InputError, match="unknown settings temprature"):
+        lm.generate(ids, mask, max_new_tokens=4, temprature=0.5)
+
+
 def test_generate_refuses_what_it_cannot_do():
     model = tiny_model("llama", seed=5)
     ids, mask = prompts()
@@ -194,9 +334,9 @@ def test_generate_refuses_what_it_cannot_do():
         lm.generate(ids[:2], mask[:2], max_new_tokens=4)
     with pytest.raises(jaxport.InputError, match=r"batch 3 is outside 1\.\.2"):
         lm.generate(ids, mask, max_new_tokens=2)
-    model.generation_config.repetition_penalty = 1.3
+    model.generation_config.typical_p = 0.5
     lm = jaxport.from_causal_lm(model, max_length=10, max_batch=3)
-    with pytest.raises(jaxport.InputError, match="repetition_penalty=1.3"):
+    with pytest.raises(jaxport.InputError, match="typical_p=0.5"):
         lm.generate(ids, mask, max_new_tokens=2)
     with pytest.raises(jaxport.InputError, match="PreTrainedModel"):
         jaxport.from_causal_lm(torch.nn.Linear(2, 2), max_length=8)

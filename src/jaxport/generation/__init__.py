@@ -1,11 +1,11 @@
 """Language models that generate: a Hugging Face causal LM as pure JAX over an explicit KV cache.
 
     step        `CausalLMStep`: one step of the model over an explicit cache, the module exported
-    sampling    transformers' logits processors (temperature, top-k, top-p) in JAX
+    sampling    transformers' logits processors (penalties, bans, lengths, temperature, top-k/p, min-p) in JAX
     causal_lm   `from_causal_lm` and `CausalLM`: prefill, decode and `generate` as jitted functions
 """
 
 from .causal_lm import CausalLM, from_causal_lm
-from .sampling import Sampling, process_logits
+from .sampling import Sampling, process_logits, process_scores
 
-__all__ = ["CausalLM", "Sampling", "from_causal_lm", "process_logits"]
+__all__ = ["CausalLM", "Sampling", "from_causal_lm", "process_logits", "process_scores"]

@@ -18,6 +18,7 @@ greedy or sampled tokens chosen as transformers' logits processors choose them.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,20 +35,30 @@ from ..backends.serialization import export
 from ..convert import from_torch
 from ..errors import InputError
 from ..frontends.hugging_face import is_model
-from .sampling import Sampling, process_logits
+from .beam import Beams, beam_search
+from .sampling import Sampling, process_scores
 from .step import CausalLMStep
 
-#: Generation settings a Hugging Face generation config may hold that change the tokens and that
-#: `CausalLM.generate` does not implement, with the value that leaves them off.
-_UNSUPPORTED_SETTINGS = {
-    "num_beams": 1, "repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "bad_words_ids": None,
-    "min_length": 0, "min_new_tokens": None, "forced_bos_token_id": None, "forced_eos_token_id": None,
-    "suppress_tokens": None, "begin_suppress_tokens": None, "sequence_bias": None, "min_p": None,
-    "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "top_h": None, "renormalize_logits": False,
-    "exponential_decay_length_penalty": None, "guidance_scale": None, "encoder_repetition_penalty": 1.0,
-    "encoder_no_repeat_ngram_size": 0, "diversity_penalty": 0.0, "penalty_alpha": None,
-    "low_memory": None, "watermarking_config": None,
-}
+#: `GenerationConfig` fields `generate` honours (beam search aside, every processor of
+#: transformers' `generate` for a decoder-only model that these fields switch on).
+_HONOURED = frozenset({
+    "max_length", "max_new_tokens", "min_length", "min_new_tokens", "do_sample", "num_return_sequences",
+    "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "no_repeat_ngram_size",
+    "bad_words_ids", "sequence_bias", "suppress_tokens", "begin_suppress_tokens", "forced_bos_token_id",
+    "forced_eos_token_id", "remove_invalid_values", "renormalize_logits", "eos_token_id",
+    "pad_token_id", "num_beams", "length_penalty", "early_stopping",
+})
+#: Fields that cannot change the tokens of a decoder-only model's generation here: bookkeeping,
+#: cache and compilation choices (jaxport has its own), and settings of assisted or speculative
+#: decoding, which give the same tokens and need an assistant `generate` cannot take.
+_INERT = frozenset({
+    "_from_model_config", "transformers_version", "bos_token_id", "decoder_start_token_id", "use_cache",
+    "cache_implementation", "cache_config", "max_cache_len", "compile_config", "disable_compile",
+    "prefill_chunk_size", "continuous_batching_config", "low_memory", "is_assistant",
+    "num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold",
+    "assistant_early_exit", "assistant_lookbehind", "assistant_ensemble_weight", "target_lookbehind",
+    "prompt_lookup_num_tokens", "max_matching_ngram_size",
+})
 
 
 def _positions(mask: jax.Array) -> jax.Array:
@@ -145,106 +156,192 @@ class CausalLM:
 
     # -- generation -----------------------------------------------------------------------------
 
-    def generate(self, input_ids, attention_mask=None, *, max_new_tokens: int, do_sample: bool | None = None,
-                 temperature: float | None = None, top_k: int | None = None, top_p: float | None = None,
-                 eos_token_id: int | Sequence[int] | None = None, pad_token_id: int | None = None,
-                 rng: jax.Array | None = None, params=None) -> jax.Array:
+    def generate(self, input_ids, attention_mask=None, *, max_new_tokens: int | None = None,
+                 do_sample: bool | None = None, temperature: float | None = None, top_k: int | None = None,
+                 top_p: float | None = None, eos_token_id: int | Sequence[int] | None = None,
+                 pad_token_id: int | None = None, rng: jax.Array | None = None, params=None,
+                 generation_config: Any = None, **settings) -> jax.Array:
         """Hugging Face's `generate` for this model, one jitted function: the prompt `[B, P]`
-        followed by up to `max_new_tokens` new tokens, `[B, P + n]`.
+        followed by up to `max_new_tokens` new tokens, `[B * num_return_sequences, P + n]`.
 
-        Settings left None come from the model's generation config as transformers resolves it
-        (so `do_sample=True` alone samples with its default top_k=50). Rows stop independently at
-        an EOS token and are padded with `pad_token_id` afterwards; generation ends when every
-        row has stopped, as in transformers. Sampling draws from `rng` (default
-        `jax.random.key(0)`): the same key gives the same tokens.
+        Settings come as transformers resolves them: the call's keyword arguments (any
+        `GenerationConfig` field), over `generation_config` if given, over the model's own
+        generation config (so `do_sample=True` alone samples with its default top_k=50). Greedy
+        or sampled, with transformers' processors: `repetition_penalty`, `no_repeat_ngram_size`,
+        `bad_words_ids`, `sequence_bias`, `min_length`, `min_new_tokens`, `suppress_tokens`,
+        `begin_suppress_tokens`, `forced_bos_token_id`, `forced_eos_token_id`,
+        `remove_invalid_values`, then `temperature`, `top_k`, `top_p`, `min_p` when sampling;
+        beam search (`num_beams`, `length_penalty`, `early_stopping`; `generation.beam`, one
+        row of the cache per beam, so prompts x num_beams <= max_batch);
+        `num_return_sequences` rows per prompt (sampling or beams); one or several `eos_token_id`. A field
+        that would change the tokens and that jaxport does not implement is refused by name when
+        it is set, wherever it was set. Rows stop independently at an EOS token and are padded
+        with `pad_token_id` afterwards; generation ends when every row has stopped. Sampling draws
+        from `rng` (default `jax.random.key(0)`): the same key gives the same tokens.
         """
+        named = {"max_new_tokens": max_new_tokens, "do_sample": do_sample, "temperature": temperature,
+                 "top_k": top_k, "top_p": top_p, "eos_token_id": eos_token_id, "pad_token_id": pad_token_id}
+        config = self._resolve(generation_config, {**{k: v for k, v in named.items() if v is not None}, **settings})
         ids = _token_array(input_ids, "input_ids")
         if ids.ndim != 2 or ids.shape[1] == 0:
             raise InputError(f"{self.name}: input_ids should be [batch, prompt length], got shape {tuple(ids.shape)}")
-        settings, eos, pad = self._settings(do_sample, temperature, top_k, top_p, eos_token_id, pad_token_id)
+        sampling, beams, eos, pad, new = self._settings(config, ids.shape[1])
         if attention_mask is None:
             attention_mask = _default_mask(ids, eos, pad)
         mask = _token_array(attention_mask, "attention_mask")
         if mask.shape != ids.shape:
             raise InputError(f"{self.name}: attention_mask has shape {tuple(mask.shape)}, input_ids {tuple(ids.shape)}")
-        if max_new_tokens < 1:
-            raise InputError(f"{self.name}: max_new_tokens should be at least 1, got {max_new_tokens}")
-        if ids.shape[1] + max_new_tokens > self.max_length:
-            raise InputError(f"{self.name}: a prompt of {ids.shape[1]} tokens and {max_new_tokens} new ones need "
-                             f"{ids.shape[1] + max_new_tokens} cache slots; max_length is {self.max_length}")
-        self._check_batch(ids.shape[0])
+        if new < 1:
+            raise InputError(f"{self.name}: max_new_tokens should be at least 1, got {new}")
+        if ids.shape[1] + new > self.max_length:
+            raise InputError(f"{self.name}: a prompt of {ids.shape[1]} tokens and {new} new ones need "
+                             f"{ids.shape[1] + new} cache slots; max_length is {self.max_length}")
+        if beams.num_beams > 1:
+            if ids.shape[0] * beams.num_beams > self.max_batch:
+                raise InputError(f"{self.name}: {ids.shape[0]} prompts with num_beams={beams.num_beams} need "
+                                 f"{ids.shape[0] * beams.num_beams} cache rows; max_batch is {self.max_batch}")
+            prompts = jnp.repeat(ids, beams.num_return_sequences, axis=0)
+        else:
+            if beams.num_return_sequences > 1:  # as transformers expands the prompts
+                ids, mask = (jnp.repeat(x, beams.num_return_sequences, axis=0) for x in (ids, mask))
+            self._check_batch(ids.shape[0])
+            prompts = ids
         key = jax.random.key(0) if rng is None else rng
-        run = self._generator(settings, eos, pad, max_new_tokens)
+        run = self._generator(sampling, beams, eos, pad, new)
         tokens, steps = run(self.params if params is None else params, ids, mask, key)
-        return jnp.concatenate([ids, tokens[:, : int(steps)]], axis=1)
+        return jnp.concatenate([prompts, tokens[:, : int(steps)]], axis=1)
 
-    def _settings(self, do_sample, temperature, top_k, top_p, eos_token_id, pad_token_id):
-        config = self.generation_config
-        given = {"do_sample": do_sample, "temperature": temperature, "top_k": top_k, "top_p": top_p}
+    def _resolve(self, generation_config, settings: dict) -> Any:
+        """The generation config `generate` runs with: the model's, replaced by `generation_config`
+        if given, updated with the call's settings; every field outside `_HONOURED` and `_INERT`
+        refused by name where it differs from transformers' default."""
+        from transformers import GenerationConfig
 
-        def pick(name, default):
-            value = given.get(name)
-            if value is None:
-                value = getattr(config, name, None)
-            return default if value is None else value
+        config = copy.deepcopy(self.generation_config if generation_config is None else generation_config)
+        defaults = GenerationConfig()
+        unknown = sorted(k for k in settings if not hasattr(defaults, k))
+        if unknown:
+            raise InputError(f"{self.name}: generate() got unknown settings {', '.join(unknown)} "
+                             "(neither its own arguments nor GenerationConfig fields)")
+        for key, value in settings.items():
+            setattr(config, key, value)
+        neutral = GenerationConfig._get_default_generation_params()  # what transformers fills in for None
+        refused = [f"{k}={v!r}" for k, v in sorted(vars(config).items())
+                   if k not in _HONOURED and k not in _INERT and v is not None and v is not False
+                   and v != getattr(defaults, k, None) and not (k in neutral and v == neutral[k])]
+        if refused:
+            raise InputError(f"{self.name}: generate() does not implement {', '.join(refused)}; leave "
+                             "them at transformers' defaults (they are set by the call or the generation config)")
+        return config
 
-        unsupported = [f"{k}={getattr(config, k)!r}" for k, off in _UNSUPPORTED_SETTINGS.items()
-                       if getattr(config, k, None) not in (None, off)]
-        if unsupported:
-            raise InputError(f"{self.name}: the generation config sets {', '.join(unsupported)}, which "
-                             "jaxport's generate does not implement; set them to their defaults")
-        sample = bool(pick("do_sample", False))
-        settings = Sampling(
-            do_sample=sample,
-            temperature=float(pick("temperature", 1.0)) if sample else 1.0,
-            top_k=int(pick("top_k", 0)) or None if sample else None,
-            top_p=float(pick("top_p", 1.0)) if sample else None,
-        )
-        eos = config.eos_token_id if eos_token_id is None else eos_token_id
+    def _settings(self, config, prompt: int) -> tuple[Sampling, tuple[int, ...], int, int, int]:
+        """(Sampling, EOS ids, pad id, new tokens, rows per prompt) from a resolved config."""
+        sample = bool(config.do_sample)
+        copies = int(config.num_return_sequences or 1)
+        beams = Beams(num_beams=int(config.num_beams or 1), length_penalty=float(config.length_penalty),
+                      early_stopping=config.early_stopping, num_return_sequences=copies)
+        if beams.num_beams > 1 and sample:
+            raise InputError(f"{self.name}: generate() does not implement beam sampling (num_beams="
+                             f"{beams.num_beams} with do_sample=True); use one or the other")
+        if beams.num_beams > 1 and copies > beams.num_beams:
+            raise InputError(f"{self.name}: num_return_sequences={copies} is more than num_beams={beams.num_beams}")
+        if copies > 1 and not sample and beams.num_beams == 1:
+            raise InputError(f"{self.name}: num_return_sequences={copies} needs do_sample=True (greedy "
+                             "decoding gives one sequence per prompt, as in transformers)")
+        eos = config.eos_token_id
         eos = () if eos is None else tuple(int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos]))
-        pad = config.pad_token_id if pad_token_id is None else pad_token_id
+        pad = config.pad_token_id
         pad = (eos[0] if eos else 0) if pad is None else int(pad)  # transformers pads with EOS then
-        return settings, eos, pad
+        if config.max_new_tokens is not None:
+            new = int(config.max_new_tokens)
+        else:
+            new = int(config.max_length) - prompt
+        min_new = int(config.min_new_tokens or 0)
+        forced_eos = config.forced_eos_token_id
+        forced_eos = () if forced_eos is None else tuple(
+            int(e) for e in (forced_eos if isinstance(forced_eos, (list, tuple)) else [forced_eos]))
+        bad_words = tuple(tuple(int(t) for t in w) for w in (config.bad_words_ids or ())
+                          if list(w) not in [[e] for e in eos])  # transformers never bans EOS alone
+        sampling = Sampling(
+            do_sample=sample,
+            temperature=float(config.temperature if config.temperature is not None else 1.0) if sample else 1.0,
+            top_k=(int(config.top_k or 0) or None) if sample else None,
+            top_p=float(config.top_p if config.top_p is not None else 1.0) if sample else None,
+            min_p=float(config.min_p) if sample and config.min_p is not None else None,
+            repetition_penalty=float(config.repetition_penalty) if config.repetition_penalty is not None else None,
+            no_repeat_ngram_size=int(config.no_repeat_ngram_size or 0),
+            sequence_bias=_sequence_biases(config.sequence_bias),
+            bad_words_ids=bad_words,
+            min_length=int(config.min_length or 0),
+            min_new_tokens=min_new,
+            suppress_tokens=tuple(int(t) for t in (config.suppress_tokens or ())),
+            begin_suppress_tokens=tuple(int(t) for t in (config.begin_suppress_tokens or ())),
+            forced_bos_token_id=None if config.forced_bos_token_id is None else int(config.forced_bos_token_id),
+            forced_eos_token_id=forced_eos,
+            remove_invalid_values=bool(config.remove_invalid_values),
+        )
+        return sampling, beams, eos, pad, new
 
-    def _generator(self, settings: Sampling, eos: tuple[int, ...], pad: int, new: int):
-        key = (settings, eos, pad, new)
+    def _generator(self, settings: Sampling, beams: Beams, eos: tuple[int, ...], pad: int, new: int):
+        key = (settings, beams, eos, pad, new)
         if key not in self._generators:
-            self._generators[key] = jax.jit(
-                lambda params, ids, mask, rng: self._generate(params, ids, mask, rng, settings, eos, pad, new))
+            if beams.num_beams > 1:
+                def run(params, ids, mask, rng):
+                    sequences, steps = beam_search(
+                        self.prefill_step, self.decode_step, self.init_cache, params, ids, mask, beams=beams,
+                        settings=settings, eos=eos, pad=pad, new=new, positions=_positions)
+                    return sequences[:, ids.shape[1]:], steps
+            else:
+                def run(params, ids, mask, rng):
+                    return self._generate(params, ids, mask, rng, settings, eos, pad, new)
+            self._generators[key] = jax.jit(run)
         return self._generators[key]
 
     def _generate(self, params, ids, mask, rng, settings: Sampling, eos, pad, new):
-        batch = ids.shape[0]
+        batch, prompt = ids.shape
         logits, cache = self.prefill_step(params, self.init_cache(batch), ids, mask)
         last = jnp.max(_positions(mask), axis=-1, keepdims=True)
         eos_ids = jnp.asarray(eos, jnp.int32)
+        padding = jnp.argmax(mask != 0, axis=1)  # each row's left padding: no repetition penalty there
+        sequence = jnp.concatenate([ids, jnp.full((batch, new), pad, jnp.int32)], axis=1)
 
-        def pick(logits, step):
+        def pick(logits, step, sequence):
+            scores = process_scores(logits, sequence, prompt + step, settings=settings, eos=eos,
+                                    prompt_length=prompt, max_length=prompt + new, prompt_start=padding)
             if not settings.do_sample:
-                return jnp.argmax(logits.astype(jnp.float32), axis=-1).astype(jnp.int32)
-            scores = process_logits(logits, temperature=settings.temperature, top_k=settings.top_k,
-                                    top_p=settings.top_p)
+                return jnp.argmax(scores, axis=-1).astype(jnp.int32)
             return jax.random.categorical(jax.random.fold_in(rng, step), scores, axis=-1).astype(jnp.int32)
 
         def finished(tokens):
             return jnp.isin(tokens, eos_ids) if eos else jnp.zeros(tokens.shape, bool)
 
-        first = pick(logits[:, -1], 0)
-        tokens = jnp.full((batch, new), pad, jnp.int32).at[:, 0].set(first)
+        first = pick(logits[:, -1], 0, sequence)
+        sequence = sequence.at[:, prompt].set(first)
 
         def cond(state):
             step, _, done, _, _ = state
             return (step < new) & ~jnp.all(done)
 
         def body(state):
-            step, tokens, done, last, cache = state
-            logits, cache = self.decode_step(params, cache, tokens[:, step - 1][:, None], last + 1)
-            token = jnp.where(done, pad, pick(logits[:, -1], step))
-            return step + 1, tokens.at[:, step].set(token), done | finished(token), last + 1, cache
+            step, sequence, done, last, cache = state
+            previous = lax.dynamic_slice_in_dim(sequence, prompt + step - 1, 1, axis=1)
+            logits, cache = self.decode_step(params, cache, previous, last + 1)
+            token = jnp.where(done, pad, pick(logits[:, -1], step, sequence))
+            sequence = lax.dynamic_update_slice_in_dim(sequence, token[:, None], prompt + step, axis=1)
+            return step + 1, sequence, done | finished(token), last + 1, cache
 
-        state = (jnp.asarray(1, jnp.int32), tokens, finished(first), last, cache)
-        steps, tokens, *_ = lax.while_loop(cond, body, state)
-        return tokens, steps
+        state = (jnp.asarray(1, jnp.int32), sequence, finished(first), last, cache)
+        steps, sequence, *_ = lax.while_loop(cond, body, state)
+        return sequence[:, prompt:], steps
+
+
+def _sequence_biases(value) -> tuple[tuple[tuple[int, ...], float], ...]:
+    """transformers' `sequence_bias` (a dict of token tuples, or a list of [tokens, bias] pairs)
+    as a hashable tuple."""
+    if not value:
+        return ()
+    pairs = value.items() if isinstance(value, dict) else value
+    return tuple((tuple(int(t) for t in tokens), float(bias)) for tokens, bias in pairs)
 
 
 def _token_array(value, what: str) -> jax.Array:

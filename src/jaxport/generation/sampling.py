@@ -1,4 +1,11 @@
-"""How `generate` picks each token, as transformers' logits processors pick it."""
+"""How `generate` picks each token, as transformers' logits processors pick it.
+
+`Sampling` holds the settings (hashable: one jitted loop per distinct setting); `process_scores`
+applies transformers' processors in the order its `generate` builds them, over the token buffer
+`[B, S]` of the rows so far (prompts with their left padding, then the new tokens), of which the
+first `length` are written; `process_logits` is the sampling part alone (temperature, top-k,
+top-p, min-p). All of it is plain `jax.numpy` and runs inside the jitted decode loop.
+"""
 
 from __future__ import annotations
 
@@ -11,21 +18,83 @@ from jax import lax
 
 @dataclasses.dataclass(frozen=True)
 class Sampling:
-    """How `generate` picks each token: greedy (`do_sample=False`) or from the logits processed
-    with temperature, then top-k, then top-p, in transformers' order."""
+    """How `generate` picks each token: greedy (`do_sample=False`) or sampled, after transformers'
+    processors; each field has the meaning (and the neutral value) of the `GenerationConfig`
+    field of the same name. `sequence_bias` holds `bad_words_ids` too, as -inf biases."""
 
     do_sample: bool = False
     temperature: float = 1.0
     top_k: int | None = None
     top_p: float | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    no_repeat_ngram_size: int = 0
+    sequence_bias: tuple[tuple[tuple[int, ...], float], ...] = ()
+    bad_words_ids: tuple[tuple[int, ...], ...] = ()
+    min_length: int = 0
+    min_new_tokens: int = 0
+    suppress_tokens: tuple[int, ...] = ()
+    begin_suppress_tokens: tuple[int, ...] = ()
+    forced_bos_token_id: int | None = None
+    forced_eos_token_id: tuple[int, ...] = ()
+    remove_invalid_values: bool = False
+
+
+def process_scores(scores: jax.Array, tokens: jax.Array, length: jax.Array, *, settings: Sampling,
+                   eos: tuple[int, ...], prompt_length: int, max_length: int,
+                   prompt_start: jax.Array | None = None) -> jax.Array:
+    """Next-token logits `[B, V]` as transformers' processors leave them (float32).
+
+    `tokens [B, S]` holds each row's tokens, the first `length` (a traced scalar) written;
+    `prompt_length` is the padded prompt's length (so `length - prompt_length` tokens are new),
+    `max_length` the prompt plus `max_new_tokens`, and `prompt_start [B]` each row's count of
+    left padding (the repetition penalty skips it, as transformers' does)."""
+    s = settings
+    scores = scores.astype(jnp.float32)
+    vocab = scores.shape[-1]
+    if s.sequence_bias:
+        scores = _sequence_bias(scores, tokens, length, s.sequence_bias)
+    if s.repetition_penalty is not None and s.repetition_penalty != 1.0:
+        seen = _seen_tokens(tokens, length, vocab, prompt_start)
+        penalised = jnp.where(scores < 0, scores * s.repetition_penalty, scores / s.repetition_penalty)
+        scores = jnp.where(seen, penalised, scores)
+    if s.no_repeat_ngram_size > 0:
+        scores = _no_repeat_ngram(scores, tokens, length, s.no_repeat_ngram_size)
+    if s.bad_words_ids:
+        scores = _sequence_bias(scores, tokens, length, tuple((w, -jnp.inf) for w in s.bad_words_ids))
+    eos_ids = jnp.asarray(eos, jnp.int32)
+    if eos and s.min_length > 0:
+        scores = jnp.where((length < s.min_length) & _members(vocab, eos_ids), -jnp.inf, scores)
+    if eos and s.min_new_tokens > 0:
+        new = length - prompt_length
+        scores = jnp.where((new < s.min_new_tokens) & _members(vocab, eos_ids), -jnp.inf, scores)
+    if s.forced_bos_token_id is not None:
+        scores = jnp.where(length == 1, _only(vocab, jnp.asarray([s.forced_bos_token_id])), scores)
+    if s.forced_eos_token_id:
+        scores = jnp.where(length == max_length - 1, _only(vocab, jnp.asarray(s.forced_eos_token_id)), scores)
+    if s.remove_invalid_values:
+        finfo = jnp.finfo(jnp.float32)
+        scores = jnp.where(jnp.isnan(scores), 0.0, scores)
+        scores = jnp.clip(scores, finfo.min, finfo.max)
+    if s.suppress_tokens:
+        scores = jnp.where(_members(vocab, jnp.asarray(s.suppress_tokens)), -jnp.inf, scores)
+    if s.begin_suppress_tokens:
+        begin = prompt_length + (1 if prompt_length == 1 and s.forced_bos_token_id is not None else 0)
+        scores = jnp.where((length == begin) & _members(vocab, jnp.asarray(s.begin_suppress_tokens)),
+                           -jnp.inf, scores)
+    if s.do_sample:
+        scores = process_logits(scores, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p)
+    return scores
 
 
 def process_logits(logits: jax.Array, *, temperature: float = 1.0, top_k: int | None = None,
-                   top_p: float | None = None, min_tokens_to_keep: int = 1) -> jax.Array:
+                   top_p: float | None = None, min_p: float | None = None,
+                   min_tokens_to_keep: int = 1) -> jax.Array:
     """Next-token logits `[..., vocab]` as transformers' sampling processors leave them, in float32:
     `TemperatureLogitsWarper` (divide by `temperature`), `TopKLogitsWarper` (-inf below the k-th
-    largest, ties with it kept) and `TopPLogitsWarper` (-inf for the smallest tokens whose
-    probabilities sum to at most 1 - `top_p`), each skipped at its neutral value."""
+    largest, ties with it kept), `TopPLogitsWarper` (-inf for the smallest tokens whose
+    probabilities sum to at most 1 - `top_p`) and `MinPLogitsWarper` (-inf below `min_p` times the
+    most likely token's probability), each skipped at its neutral value."""
     scores = logits.astype(jnp.float32)
     if temperature is not None and temperature != 1.0:
         scores = scores / jnp.float32(temperature)
@@ -41,4 +110,68 @@ def process_logits(logits: jax.Array, *, temperature: float = 1.0, top_k: int | 
         drop = drop.at[..., -min_tokens_to_keep:].set(False)
         dropped = jnp.put_along_axis(jnp.zeros_like(drop), order, drop, axis=-1, inplace=False)
         scores = jnp.where(dropped, -jnp.inf, scores)
+    if min_p is not None:
+        probs = jax.nn.softmax(scores, axis=-1)
+        drop = probs < min_p * jnp.max(probs, axis=-1, keepdims=True)
+        keep = lax.top_k(probs, min(min_tokens_to_keep, scores.shape[-1]))[1]
+        drop = jnp.put_along_axis(drop, keep, False, axis=-1, inplace=False)
+        scores = jnp.where(drop, -jnp.inf, scores)
     return scores
+
+
+def _members(vocab: int, ids: jax.Array) -> jax.Array:
+    """`[V]` True at the token ids listed."""
+    return jnp.isin(jnp.arange(vocab), ids)
+
+
+def _only(vocab: int, ids: jax.Array) -> jax.Array:
+    """Scores that force one of `ids`: 0 there, -inf elsewhere (transformers' forced tokens)."""
+    return jnp.where(_members(vocab, ids), 0.0, -jnp.inf).astype(jnp.float32)
+
+
+def _seen_tokens(tokens: jax.Array, length, vocab: int, prompt_start: jax.Array | None) -> jax.Array:
+    """`[B, V]` True for each token a row holds among its first `length`, left padding excluded."""
+    positions = jnp.arange(tokens.shape[1])
+    valid = positions[None, :] < length
+    if prompt_start is not None:
+        valid = valid & (positions[None, :] >= prompt_start[:, None])
+    ids = jnp.where(valid, tokens, vocab)  # out of range: dropped by the scatter
+    rows = jnp.arange(tokens.shape[0])[:, None]
+    return jnp.zeros((tokens.shape[0], vocab), bool).at[rows, ids].set(True, mode="drop")
+
+
+def _no_repeat_ngram(scores: jax.Array, tokens: jax.Array, length, n: int) -> jax.Array:
+    """`NoRepeatNGramLogitsProcessor`: a token that would complete an n-gram the row already holds
+    (its whole first `length` tokens, padding included, as transformers counts them) is -inf."""
+    batch, size = tokens.shape
+    starts = size - n + 1
+    if starts <= 0:
+        return scores
+    # the row's last n - 1 tokens, and every earlier n-gram's first n - 1
+    tail = lax.dynamic_slice_in_dim(jnp.pad(tokens, ((0, 0), (n, 0))), length + 1, n - 1, axis=1)
+    windows = jnp.stack([tokens[:, i:i + starts] for i in range(n)], axis=-1)  # [B, starts, n]
+    match = jnp.all(windows[:, :, : n - 1] == tail[:, None, :], axis=-1)
+    match = match & (jnp.arange(starts)[None, :] <= length - n) & (length + 1 >= n)
+    banned = jnp.where(match, windows[:, :, -1], scores.shape[-1])
+    rows = jnp.arange(batch)[:, None]
+    mask = jnp.zeros(scores.shape, bool).at[rows, banned].set(True, mode="drop")
+    return jnp.where(mask, -jnp.inf, scores)
+
+
+def _sequence_bias(scores: jax.Array, tokens: jax.Array, length,
+                   biases: tuple[tuple[tuple[int, ...], float], ...]) -> jax.Array:
+    """`SequenceBiasLogitsProcessor`: each sequence's bias added to its last token's score where the
+    row ends with the rest of it (always, for one-token sequences)."""
+    bias = jnp.zeros(scores.shape, jnp.float32)
+    padded = jnp.pad(tokens, ((0, 0), (tokens.shape[1], 0)), constant_values=-1)
+    for sequence, value in biases:
+        *prefix, last = sequence
+        if prefix:
+            if len(prefix) > tokens.shape[1]:
+                continue
+            ends = lax.dynamic_slice_in_dim(padded, tokens.shape[1] + length - len(prefix), len(prefix), axis=1)
+            hit = jnp.all(ends == jnp.asarray(prefix), axis=-1) & (length >= len(prefix))
+        else:
+            hit = jnp.ones(scores.shape[:1], bool)
+        bias = bias.at[:, last].add(jnp.where(hit, jnp.float32(value), 0.0))
+    return scores + bias
