@@ -386,3 +386,59 @@ def test_tensor_parallel_decode_matches_one_device():
     assert run["devices"] == 8
     assert run["sharded"] == run["single"]
     assert run["q_proj"] == "P('model', None)" and not run["keys_replicated"]
+
+
+def test_tokens_stream_as_they_are_made(greedy_llama):
+    """A streamer gets the prompt, then each step's tokens, then end(), from inside the jitted
+    loop; `stream` yields the same steps; the tokens are generate's."""
+    _, lm, _ = greedy_llama
+    ids, mask = prompts()
+    want = np.asarray(lm.generate(ids, mask, max_new_tokens=10, pad_token_id=0))
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def put(self, value):
+            self.calls.append(np.asarray(value))
+
+        def end(self):
+            self.calls.append("end")
+
+    recorder = Recorder()
+    got = np.asarray(lm.generate(ids, mask, max_new_tokens=10, pad_token_id=0, streamer=recorder))
+    np.testing.assert_array_equal(got, want)
+    assert recorder.calls[-1] == "end" and len(recorder.calls) == 1 + 10 + 1
+    np.testing.assert_array_equal(recorder.calls[0], ids.numpy())
+    np.testing.assert_array_equal(np.stack(recorder.calls[1:-1], axis=1), want[:, 7:])
+    steps = list(lm.stream(ids, mask, max_new_tokens=10, pad_token_id=0))
+    np.testing.assert_array_equal(np.stack(steps, axis=1), want[:, 7:])
+    with pytest.raises(jaxport.InputError, match="streamer cannot follow beam search"):
+        lm.generate(ids[:1], mask[:1], max_new_tokens=4, num_beams=2, streamer=recorder)
+    with pytest.raises(jaxport.InputError, match="typical_p"):  # raised in the caller's thread
+        list(lm.stream(ids, mask, max_new_tokens=4, typical_p=0.5))
+
+
+def test_steps_refuse_to_write_past_max_length(greedy_llama):
+    """prefill/decode refuse tokens past max_length (the cache is left as it was); inside a
+    caller's jit, `checked=True` makes it a checkify error instead of a clamped write."""
+    from jax.experimental import checkify
+
+    _, lm, _ = greedy_llama  # max_length 23
+    ids, mask = prompts()
+    _, cache = lm.prefill(lm.params, lm.init_cache(3), ids.numpy(), mask.numpy())
+    over = np.zeros((3, 17), np.int32)
+    with pytest.raises(jaxport.InputError, match="17 more tokens after 7 need 24 cache slots; max_length is 23"):
+        lm.decode(lm.params, cache, over, over)
+    assert not cache["layers"][0]["keys"].is_deleted()
+    with pytest.raises(jaxport.InputError, match="max_length is 23"):
+        lm.prefill(lm.params, cache, np.zeros((3, 17), np.int32))
+
+    def step(params, cache, tokens, positions):
+        return lm.decode_step(params, cache, tokens, positions, checked=True)
+
+    checked = jax.jit(checkify.checkify(step))
+    error, _ = checked(lm.params, cache, over, over)
+    assert "17 more tokens after 7 overflow max_length=23" in error.get()
+    error, _ = checked(lm.params, cache, over[:, :16], over[:, :16])
+    assert error.get() is None

@@ -19,7 +19,9 @@ greedy or sampled tokens chosen as transformers' logits processors choose them.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import queue
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jax
@@ -27,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 from jax import lax
+from jax.experimental import checkify, io_callback
 
 from .. import dtypes
 from ..backends.inputs import as_jax
@@ -89,9 +92,11 @@ class CausalLM:
         self.name = name
         self._cache_shapes = [(tuple(k[1:]), tuple(v[1:])) for k, v in cache_shapes]
         self._cache_dtype = cache_dtype
-        self.prefill = jax.jit(self.prefill_step, donate_argnums=1)
-        self.decode = jax.jit(self.decode_step, donate_argnums=1)
+        self._jitted_prefill = jax.jit(self.prefill_step, donate_argnums=1)
+        self._jitted_decode = jax.jit(self.decode_step, donate_argnums=1)
         self._generators: dict = {}
+        self._streamer: Any = None  # the streamer of the generate call running, for `_emit`
+        self._streaming_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return (f"CausalLM({self.name}: {len(self._cache_shapes)} layers, max_batch={self.max_batch}, "
@@ -113,20 +118,53 @@ class CausalLM:
             "length": jnp.zeros((), jnp.int32),
         }
 
-    # -- pure steps (jitted as `prefill` and `decode`) --------------------------------------
+    # -- the steps: jitted, and pure -----------------------------------------------------------
 
-    def prefill_step(self, params, cache: dict, input_ids, attention_mask=None) -> tuple[jax.Array, dict]:
-        """Write a (left-padded) prompt into the cache at its `length`: (logits, cache)."""
+    def prefill(self, params, cache: dict, input_ids, attention_mask=None) -> tuple[jax.Array, dict]:
+        """`prefill_step`, jitted, with the cache donated; refuses a prompt the cache has no room for
+        (it reads the cache's length back from the device to check)."""
+        self._check_room(cache, np.shape(input_ids)[-1])
+        return self._jitted_prefill(params, cache, input_ids, attention_mask)
+
+    def decode(self, params, cache: dict, tokens, positions) -> tuple[jax.Array, dict]:
+        """`decode_step`, jitted, with the cache donated; refuses tokens the cache has no room for."""
+        self._check_room(cache, np.shape(tokens)[-1])
+        return self._jitted_decode(params, cache, tokens, positions)
+
+    def _check_room(self, cache: dict, count: int, checked: bool = False) -> None:
+        """Refuse `count` new tokens past the cache's `max_length` slots: at once when the length is
+        known, through `checkify` when traced and `checked`; unchecked under a trace, XLA would
+        clamp the write into the last slots, overwriting tokens."""
+        length = cache["length"]
+        if not isinstance(length, jax.core.Tracer):
+            if int(length) + count > self.max_length:
+                raise InputError(f"{self.name}: {count} more tokens after {int(length)} need {int(length) + count} "
+                                 f"cache slots; max_length is {self.max_length}")
+        elif checked:
+            checkify.check(length + count <= self.max_length,
+                           f"{self.name}: {count} more tokens after {{length}} overflow max_length={self.max_length}",
+                           length=length)
+
+    def prefill_step(self, params, cache: dict, input_ids, attention_mask=None, *,
+                     checked: bool = False) -> tuple[jax.Array, dict]:
+        """Write a (left-padded) prompt into the cache at its `length`: (logits, cache).
+
+        Pure, for use inside a caller's own `jit`; with `checked=True` a write past `max_length`
+        is a `checkify` error (run it under `jax.experimental.checkify.checkify`), otherwise
+        only `prefill` (outside jit) refuses it."""
         input_ids = jnp.asarray(input_ids)
+        self._check_room(cache, input_ids.shape[1], checked)
         mask = jnp.ones(input_ids.shape, jnp.int32) if attention_mask is None else jnp.asarray(attention_mask, jnp.int32)
         slots = lax.dynamic_update_slice(cache["mask"], mask, (0, cache["length"]))
         # counted over every slot, so a prompt written after earlier tokens continues their positions
         positions = lax.dynamic_slice_in_dim(_positions(slots), cache["length"], input_ids.shape[1], axis=1)
         return self._run(params, cache, input_ids, slots, jnp.where(mask == 0, 0, positions))
 
-    def decode_step(self, params, cache: dict, tokens, positions) -> tuple[jax.Array, dict]:
-        """Write `tokens` [B, T] (usually T = 1) at `positions` [B, T]: (logits, cache)."""
+    def decode_step(self, params, cache: dict, tokens, positions, *, checked: bool = False) -> tuple[jax.Array, dict]:
+        """Write `tokens` [B, T] (usually T = 1) at `positions` [B, T]: (logits, cache). Pure;
+        `checked` as for `prefill_step`."""
         tokens = jnp.asarray(tokens)
+        self._check_room(cache, tokens.shape[1], checked)
         slots = lax.dynamic_update_slice(cache["mask"], jnp.ones(tokens.shape, jnp.int32), (0, cache["length"]))
         return self._run(params, cache, tokens, slots, jnp.asarray(positions))
 
@@ -160,7 +198,7 @@ class CausalLM:
                  do_sample: bool | None = None, temperature: float | None = None, top_k: int | None = None,
                  top_p: float | None = None, eos_token_id: int | Sequence[int] | None = None,
                  pad_token_id: int | None = None, rng: jax.Array | None = None, params=None,
-                 generation_config: Any = None, **settings) -> jax.Array:
+                 generation_config: Any = None, streamer: Any = None, **settings) -> jax.Array:
         """Hugging Face's `generate` for this model, one jitted function: the prompt `[B, P]`
         followed by up to `max_new_tokens` new tokens, `[B * num_return_sequences, P + n]`.
 
@@ -178,6 +216,11 @@ class CausalLM:
         it is set, wherever it was set. Rows stop independently at an EOS token and are padded
         with `pad_token_id` afterwards; generation ends when every row has stopped. Sampling draws
         from `rng` (default `jax.random.key(0)`): the same key gives the same tokens.
+
+        `streamer`: an object with transformers' streamer methods (`put`, `end`: `TextStreamer`,
+        `TextIteratorStreamer`, ...), given the prompt, then each step's new tokens `[B]` as NumPy
+        arrays while the jitted loop runs (an ordered host callback per step), then `end()`; see
+        also `stream`. Not with beam search, as in transformers.
         """
         named = {"max_new_tokens": max_new_tokens, "do_sample": do_sample, "temperature": temperature,
                  "top_k": top_k, "top_p": top_p, "eos_token_id": eos_token_id, "pad_token_id": pad_token_id}
@@ -206,10 +249,57 @@ class CausalLM:
                 ids, mask = (jnp.repeat(x, beams.num_return_sequences, axis=0) for x in (ids, mask))
             self._check_batch(ids.shape[0])
             prompts = ids
+        if streamer is not None and beams.num_beams > 1:
+            raise InputError(f"{self.name}: a streamer cannot follow beam search (num_beams={beams.num_beams}), "
+                             "as in transformers")
         key = jax.random.key(0) if rng is None else rng
-        run = self._generator(sampling, beams, eos, pad, new)
-        tokens, steps = run(self.params if params is None else params, ids, mask, key)
-        return jnp.concatenate([prompts, tokens[:, : int(steps)]], axis=1)
+        run = self._generator(sampling, beams, eos, pad, new, streaming=streamer is not None)
+        with self._streaming_lock:
+            self._streamer = streamer
+            try:
+                if streamer is not None:
+                    streamer.put(np.asarray(prompts))
+                tokens, steps = run(self.params if params is None else params, ids, mask, key)
+                steps = int(steps)  # waits for the loop, and so for every token it streams
+                if streamer is not None:
+                    streamer.end()
+            finally:
+                self._streamer = None
+        return jnp.concatenate([prompts, tokens[:, :steps]], axis=1)
+
+    def stream(self, input_ids, attention_mask=None, **settings) -> Iterator[np.ndarray]:
+        """`generate` as a Python generator: yields each step's new tokens `[B]` (NumPy) as the
+        jitted loop makes them, the loop running in a thread; settings as for `generate`."""
+        tokens: queue.Queue = queue.Queue()
+        done = object()
+
+        class QueueStreamer:
+            started = False
+
+            def put(self, value):
+                if self.started:  # the first put is the prompt, as transformers' streamers get it
+                    tokens.put(value)
+                self.started = True
+
+            def end(self):
+                tokens.put(done)
+
+        failure: list[BaseException] = []
+
+        def run():
+            try:
+                self.generate(input_ids, attention_mask, streamer=QueueStreamer(), **settings)
+            except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+                failure.append(e)
+                tokens.put(done)
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        while (item := tokens.get()) is not done:
+            yield item
+        worker.join()
+        if failure:
+            raise failure[0]
 
     def _resolve(self, generation_config, settings: dict) -> Any:
         """The generation config `generate` runs with: the model's, replaced by `generation_config`
@@ -282,8 +372,9 @@ class CausalLM:
         )
         return sampling, beams, eos, pad, new
 
-    def _generator(self, settings: Sampling, beams: Beams, eos: tuple[int, ...], pad: int, new: int):
-        key = (settings, beams, eos, pad, new)
+    def _generator(self, settings: Sampling, beams: Beams, eos: tuple[int, ...], pad: int, new: int,
+                   streaming: bool = False):
+        key = (settings, beams, eos, pad, new, streaming)
         if key not in self._generators:
             if beams.num_beams > 1:
                 def run(params, ids, mask, rng):
@@ -293,11 +384,16 @@ class CausalLM:
                     return sequences[:, ids.shape[1]:], steps
             else:
                 def run(params, ids, mask, rng):
-                    return self._generate(params, ids, mask, rng, settings, eos, pad, new)
+                    return self._generate(params, ids, mask, rng, settings, eos, pad, new, streaming)
             self._generators[key] = jax.jit(run)
         return self._generators[key]
 
-    def _generate(self, params, ids, mask, rng, settings: Sampling, eos, pad, new):
+    def _emit(self, tokens: np.ndarray) -> None:
+        """The host side of streaming: a step's tokens to the streamer of the running `generate`."""
+        if self._streamer is not None:
+            self._streamer.put(tokens)
+
+    def _generate(self, params, ids, mask, rng, settings: Sampling, eos, pad, new, streaming=False):
         batch, prompt = ids.shape
         logits, cache = self.prefill_step(params, self.init_cache(batch), ids, mask)
         last = jnp.max(_positions(mask), axis=-1, keepdims=True)
@@ -315,7 +411,12 @@ class CausalLM:
         def finished(tokens):
             return jnp.isin(tokens, eos_ids) if eos else jnp.zeros(tokens.shape, bool)
 
+        def emit(token):
+            if streaming:
+                io_callback(self._emit, None, token, ordered=True)
+
         first = pick(logits[:, -1], 0, sequence)
+        emit(first)
         sequence = sequence.at[:, prompt].set(first)
 
         def cond(state):
@@ -327,6 +428,7 @@ class CausalLM:
             previous = lax.dynamic_slice_in_dim(sequence, prompt + step - 1, 1, axis=1)
             logits, cache = self.decode_step(params, cache, previous, last + 1)
             token = jnp.where(done, pad, pick(logits[:, -1], step, sequence))
+            emit(token)
             sequence = lax.dynamic_update_slice_in_dim(sequence, token[:, None], prompt + step, axis=1)
             return step + 1, sequence, done | finished(token), last + 1, cache
 
