@@ -213,6 +213,9 @@ def _processor_cases():
         "repetition_penalty<1": lambda b: dict(repetition_penalty=0.7),
         "no_repeat_ngram_size=2": lambda b: dict(no_repeat_ngram_size=2),
         "no_repeat_ngram_size=1": lambda b: dict(no_repeat_ngram_size=1),
+        "encoder_repetition_penalty": lambda b: dict(encoder_repetition_penalty=50.0),
+        # the prompt's last token becomes what the model says first, which the setting then bans
+        "encoder_no_repeat_ngram_size": lambda b: dict(encoder_no_repeat_ngram_size=1, prompt_end=first(b)),
         "min_new_tokens": lambda b: dict(eos_token_id=second(b), min_new_tokens=6),
         "min_length,several_eos": lambda b: dict(eos_token_id=[second(b), 5], min_length=12),
         "bad_words_ids": lambda b: dict(bad_words_ids=[[first(b)], [int(b[1, 7]), int(b[1, 8])]]),
@@ -232,6 +235,9 @@ def test_processors_match_transformers(greedy_llama, case):
     model, lm, base = greedy_llama
     ids, mask = prompts()
     settings = _processor_cases()[case](base)
+    if "prompt_end" in settings:
+        ids[:, -1] = settings.pop("prompt_end")
+        base = hf_generate(model, ids, mask, do_sample=False, max_new_tokens=16)
     want = hf_generate(model, ids, mask, do_sample=False, max_new_tokens=16, **settings)
     got = np.asarray(lm.generate(ids, mask, max_new_tokens=16, pad_token_id=0, **settings))
     assert got.shape == want.shape

@@ -47,6 +47,7 @@ from .step import CausalLMStep
 _HONOURED = frozenset({
     "max_length", "max_new_tokens", "min_length", "min_new_tokens", "do_sample", "num_return_sequences",
     "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "no_repeat_ngram_size",
+    "encoder_repetition_penalty", "encoder_no_repeat_ngram_size",
     "bad_words_ids", "sequence_bias", "suppress_tokens", "begin_suppress_tokens", "forced_bos_token_id",
     "forced_eos_token_id", "remove_invalid_values", "renormalize_logits", "eos_token_id",
     "pad_token_id", "num_beams", "length_penalty", "early_stopping",
@@ -360,6 +361,9 @@ class CausalLM:
             min_p=float(config.min_p) if sample and config.min_p is not None else None,
             repetition_penalty=float(config.repetition_penalty) if config.repetition_penalty is not None else None,
             no_repeat_ngram_size=int(config.no_repeat_ngram_size or 0),
+            encoder_repetition_penalty=(None if config.encoder_repetition_penalty is None
+                                        else float(config.encoder_repetition_penalty)),
+            encoder_no_repeat_ngram_size=int(config.encoder_no_repeat_ngram_size or 0),
             sequence_bias=_sequence_biases(config.sequence_bias),
             bad_words_ids=bad_words,
             min_length=int(config.min_length or 0),

@@ -28,7 +28,9 @@ class Sampling:
     top_p: float | None = None
     min_p: float | None = None
     repetition_penalty: float | None = None
+    encoder_repetition_penalty: float | None = None
     no_repeat_ngram_size: int = 0
+    encoder_no_repeat_ngram_size: int = 0
     sequence_bias: tuple[tuple[tuple[int, ...], float], ...] = ()
     bad_words_ids: tuple[tuple[int, ...], ...] = ()
     min_length: int = 0
@@ -54,12 +56,19 @@ def process_scores(scores: jax.Array, tokens: jax.Array, length: jax.Array, *, s
     vocab = scores.shape[-1]
     if s.sequence_bias:
         scores = _sequence_bias(scores, tokens, length, s.sequence_bias)
+    if s.encoder_repetition_penalty is not None and s.encoder_repetition_penalty != 1.0:
+        # the prompt (padding included) counts as the "encoder input" of a decoder-only model
+        in_prompt = _seen_tokens(tokens, prompt_length, vocab, None)
+        inverse = jnp.float32(1 / s.encoder_repetition_penalty)
+        scores = jnp.where(in_prompt, jnp.where(scores < 0, scores * inverse, scores / inverse), scores)
     if s.repetition_penalty is not None and s.repetition_penalty != 1.0:
         seen = _seen_tokens(tokens, length, vocab, prompt_start)
         penalised = jnp.where(scores < 0, scores * s.repetition_penalty, scores / s.repetition_penalty)
         scores = jnp.where(seen, penalised, scores)
     if s.no_repeat_ngram_size > 0:
         scores = _no_repeat_ngram(scores, tokens, length, s.no_repeat_ngram_size)
+    if s.encoder_no_repeat_ngram_size > 0:
+        scores = _no_repeat_ngram(scores, tokens, length, s.encoder_no_repeat_ngram_size, within=prompt_length)
     if s.bad_words_ids:
         scores = _sequence_bias(scores, tokens, length, tuple((w, -jnp.inf) for w in s.bad_words_ids))
     eos_ids = jnp.asarray(eos, jnp.int32)
@@ -140,18 +149,21 @@ def _seen_tokens(tokens: jax.Array, length, vocab: int, prompt_start: jax.Array 
     return jnp.zeros((tokens.shape[0], vocab), bool).at[rows, ids].set(True, mode="drop")
 
 
-def _no_repeat_ngram(scores: jax.Array, tokens: jax.Array, length, n: int) -> jax.Array:
+def _no_repeat_ngram(scores: jax.Array, tokens: jax.Array, length, n: int, within: int | None = None) -> jax.Array:
     """`NoRepeatNGramLogitsProcessor`: a token that would complete an n-gram the row already holds
-    (its whole first `length` tokens, padding included, as transformers counts them) is -inf."""
+    (its whole first `length` tokens, padding included, as transformers counts them) is -inf.
+    With `within`, the n-grams are those of the first `within` tokens only (the prompt, as
+    `EncoderNoRepeatNGramLogitsProcessor` takes them)."""
     batch, size = tokens.shape
-    starts = size - n + 1
+    starts = (size if within is None else within) - n + 1
     if starts <= 0:
         return scores
     # the row's last n - 1 tokens, and every earlier n-gram's first n - 1
     tail = lax.dynamic_slice_in_dim(jnp.pad(tokens, ((0, 0), (n, 0))), length + 1, n - 1, axis=1)
     windows = jnp.stack([tokens[:, i:i + starts] for i in range(n)], axis=-1)  # [B, starts, n]
     match = jnp.all(windows[:, :, : n - 1] == tail[:, None, :], axis=-1)
-    match = match & (jnp.arange(starts)[None, :] <= length - n) & (length + 1 >= n)
+    if within is None:
+        match = match & (jnp.arange(starts)[None, :] <= length - n) & (length + 1 >= n)
     banned = jnp.where(match, windows[:, :, -1], scores.shape[-1])
     rows = jnp.arange(batch)[:, None]
     mask = jnp.zeros(scores.shape, bool).at[rows, banned].set(True, mode="drop")
