@@ -21,6 +21,7 @@ from .backends.codegen import EmitError, emit
 from .backends.model import JaxModel
 from .backends.serialization import ExportedModel, export, load_exported
 from .convert import from_exported_program, from_onnx, from_torch
+from .precision import Precision
 from .errors import (
     ExportError,
     InputError,
@@ -37,7 +38,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "CausalLM", "EmitError", "ExportError", "ExportedModel", "InputError", "JaxModel", "JaxTensor",
-    "JaxportError", "LoweringError", "ModelFileError", "SerializationError", "UnsupportedDtypeError",
+    "JaxportError", "LoweringError", "ModelFileError", "Precision", "SerializationError", "UnsupportedDtypeError",
     "UnsupportedOpsError", "disable_eager", "eager", "emit", "enable_eager", "export", "from_causal_lm",
     "from_exported_program", "from_onnx", "from_torch", "load_exported",
 ]

@@ -18,6 +18,7 @@ from .backends.model import JaxModel
 from .frontends import hugging_face, torch_export
 from .frontends import onnx as onnx_frontend
 from .frontends.torch_export import quiet_torch_logs
+from .precision import Precision, precision_policy
 
 
 def from_torch(
@@ -29,6 +30,7 @@ def from_torch(
     strict: bool = False,
     decompose: str = "auto",
     train: bool | None = None,
+    dtype: Any = None,
 ) -> JaxModel:
     """Convert `module`, called as `module(*args, **kwargs)`, into a pure JAX function.
 
@@ -42,9 +44,21 @@ def from_torch(
       strict: use torch.export's strict (TorchDynamo) mode; non-strict by default.
       decompose: "auto" lowers the exported graph directly and decomposes only ops
         jaxport lacks; "core" decomposes to core ATen first.
+      dtype: a precision policy: `jnp.bfloat16` or `jnp.float16` runs the model as
+        `torch.autocast` at that dtype runs it (products in it, float32 where autocast keeps
+        it), or a `jaxport.Precision` (which can also store the weights in another dtype).
     """
     if not isinstance(args, tuple):
         args = (args,)
+    policy = precision_policy(dtype)
+    if policy is not None:
+        module = policy.prepare(module)
+        with policy.autocast():
+            model = from_torch(module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict,
+                               decompose=decompose, train=train)
+        if isinstance(model, CacheFedModel):  # its cached steps: the same module, under autocast too
+            model._convert_options["dtype"] = Precision(compute=policy.compute)
+        return model
     training = getattr(module, "training", False) if train is None else bool(train)
     modes = {m: m.training for m in module.modules()} if isinstance(module, torch.nn.Module) else {}
     try:

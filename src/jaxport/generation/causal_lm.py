@@ -38,6 +38,7 @@ from ..backends.serialization import export
 from ..convert import from_torch
 from ..errors import InputError
 from ..frontends.hugging_face import is_model
+from ..precision import Precision, precision_policy
 from .beam import Beams, beam_search
 from .sampling import Sampling, process_scores
 from .step import CausalLMStep
@@ -472,22 +473,33 @@ def _default_mask(ids: jax.Array, eos: tuple[int, ...], pad: int) -> jax.Array:
     return jnp.ones(ids.shape, jnp.int32)
 
 
-def from_causal_lm(model: torch.nn.Module, *, max_length: int, max_batch: int = 1) -> CausalLM:
+def from_causal_lm(model: torch.nn.Module, *, max_length: int, max_batch: int = 1, dtype: Any = None) -> CausalLM:
     """Convert a Hugging Face causal LM (`AutoModelForCausalLM`) for generation in JAX.
 
     Args:
       model: the `PreTrainedModel`; its parameters become `CausalLM.params`.
       max_length: cache slots per row: the longest prompt plus new tokens.
       max_batch: the most rows a cache holds (the step is exported with the batch symbolic, 1..max_batch).
+      dtype: a precision policy, as for `from_torch`: `jnp.bfloat16` runs a float32 checkpoint as
+        `torch.autocast` would (the cache then holds bfloat16 keys and values);
+        `jaxport.Precision(compute=jnp.bfloat16, params=jnp.bfloat16)` stores the weights in it too.
     """
     if not is_model(model):
         raise InputError(f"from_causal_lm takes a transformers PreTrainedModel, got {type(model).__name__}")
     if max_length < 2 or max_batch < 1:
         raise InputError(f"from_causal_lm: max_length should be at least 2 and max_batch at least 1, "
                          f"got {max_length} and {max_batch}")
+    policy = precision_policy(dtype)
+    if policy is not None:
+        with policy.autocast():
+            return _from_causal_lm(policy.prepare(model), max_length, max_batch, policy)
+    return _from_causal_lm(model, max_length, max_batch, None)
+
+
+def _from_causal_lm(model, max_length: int, max_batch: int, policy) -> CausalLM:
     step = CausalLMStep(model, max_length)
     batch = min(2, max_batch)  # 2 keeps torch.export from specializing the batch to 1
-    dtype = next(model.parameters()).dtype
+    dtype = step.cache_dtype
     shapes = step.cache_shapes(batch)
     keys = [torch.zeros(k, dtype=dtype) for k, _ in shapes]
     values = [torch.zeros(v, dtype=dtype) for _, v in shapes]
@@ -497,7 +509,8 @@ def from_causal_lm(model: torch.nn.Module, *, max_length: int, max_batch: int = 
     count = torch.export.Dim("tokens", min=1, max=max_length)
     per_layer = [{0: rows} if rows is not None else None] * len(keys)
     dynamic = ({0: rows, 1: count}, {0: rows}, {0: rows, 1: count}, None, per_layer, per_layer)
-    converted = from_torch(step, example, dynamic_shapes=dynamic, train=False)
+    autocast = None if policy is None else Precision(compute=policy.compute)  # weights already prepared
+    converted = from_torch(step, example, dynamic_shapes=dynamic, train=False, dtype=autocast)
     config = step.text_config
     layer_types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
     return CausalLM(converted, cache_shapes=step.cache_shapes(1), cache_dtype=dtypes.jax_dtype(dtype),

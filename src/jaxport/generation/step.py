@@ -36,8 +36,9 @@ class CausalLMStep(torch.nn.Module):
         self.model = model
         self.max_length = max_length
         self.text_config = model.config.get_text_config()
-        #: Each layer's (key heads, key head size, value heads, value head size), as it caches them.
-        self.layer_shapes = _cached_shapes(model)
+        #: Each layer's (key heads, key head size, value heads, value head size), as it caches
+        #: them, and the dtype it caches in (under autocast, if the caller traces under it).
+        self.layer_shapes, self.cache_dtype = _cached_shapes(model)
 
     def cache_shapes(self, batch: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
         """Each layer's key and value shapes, `[batch, heads, max_length, head size]`."""
@@ -79,7 +80,7 @@ class CausalLMStep(torch.nn.Module):
         return out.logits, [layer.keys for layer in cache.layers], [layer.values for layer in cache.layers]
 
 
-def _cached_shapes(model: torch.nn.Module) -> list[tuple[int, int, int, int]]:
+def _cached_shapes(model: torch.nn.Module) -> tuple[list[tuple[int, int, int, int]], torch.dtype]:
     """Each layer's (key heads, key head size, value heads, value head size), read from what the
     model caches in one forward of two tokens: multi-query, grouped-query and latent attention
     (keys and values of different sizes) and layers unlike their neighbours all as they are,
@@ -100,7 +101,7 @@ def _cached_shapes(model: torch.nn.Module) -> list[tuple[int, int, int, int]]:
             raise InputError(f"{name}: jaxport.from_causal_lm supports attention layers with a key/value "
                              f"cache; layer {i} caches a {type(layer).__name__}")
         shapes.append((keys.shape[1], keys.shape[-1], values.shape[1], values.shape[-1]))
-    return shapes
+    return shapes, cache.layers[0].keys.dtype
 
 
 @functools.cache
