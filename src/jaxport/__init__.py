@@ -21,7 +21,6 @@ from .backends.codegen import EmitError, emit
 from .backends.model import JaxModel
 from .backends.serialization import ExportedModel, export, load_exported
 from .convert import from_exported_program, from_onnx, from_torch
-from .precision import Precision
 from .errors import (
     ExportError,
     InputError,
@@ -33,6 +32,7 @@ from .errors import (
     UnsupportedOpsError,
 )
 from .generation import CausalLM, from_causal_lm
+from .precision import Precision
 
 __version__ = "0.2.0"
 
