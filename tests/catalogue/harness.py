@@ -50,6 +50,11 @@ TASKS = {
 }
 STAGES = ("build", "export", "convert", "eager", "generate")
 GENERATING_TASKS = ("causal-lm",)
+
+
+def task_stages(task: str) -> tuple[str, ...]:
+    """The stages a task's models run: generate only for the tasks that generate."""
+    return tuple(s for s in STAGES if s != "generate" or task in GENERATING_TASKS)
 AUDIO_TASKS = ("audio-classification", "speech-seq2seq")
 BATCH = 2
 SEQ = 8  # tokens per row; the second row's last PAD of them are padding
@@ -339,8 +344,7 @@ def check(task: str, model_type: str, stages=STAGES,
     from jaxport.frontends import torch_export
 
     emit = emit or (lambda stage, result: None)
-    stages = ("build",) + tuple(s for s in STAGES if s in stages and s != "build"
-                                and (s != "generate" or task in GENERATING_TASKS))
+    stages = ("build",) + tuple(s for s in task_stages(task) if s in stages and s != "build")
     row: dict[str, Any] = {"task": task, "model": model_type, "stages": {}}
     try:
         row["class"] = model_class(task, model_type).__name__

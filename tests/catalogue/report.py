@@ -94,7 +94,9 @@ def summarize(rows: dict[tuple[str, str], dict], command: str) -> str:
         "Stages: **build** (construct and run PyTorch: the reference), **export** "
         "(`jaxport.frontends.torch_export.export`), **convert** (`jaxport.from_exported_program`, run "
         "and compared), **eager** (`jaxport.eager()`, the model and inputs moved to `device=\"jax\"`, "
-        "run and compared). The main output (the first tensor: logits, last_hidden_state) must match "
+        "run and compared), and for causal LMs **generate** (`jaxport.from_causal_lm`, greedy "
+        f"generation of {harness.NEW_TOKENS} tokens after the prompts, the second left-padded, token "
+        "for token against transformers' `generate`). The main output (the first tensor: logits, last_hidden_state) must match "
         f"PyTorch to {harness.RTOL:g} × max(1, max |reference|). Each model runs in its own process "
         "with a time limit.")
     out.append("")
@@ -104,19 +106,22 @@ def summarize(rows: dict[tuple[str, str], dict], command: str) -> str:
     out.append("## Summary")
     out.append("")
     out.append("| task | models | recorded | build | export | convert matches | eager matches | "
-               "all stages ok |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+               "generates (of those that convert) | all stages ok |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for task in harness.TASKS:
         task_rows = [r for (t, _m), r in rows.items() if t == task]
         built = [r for r in task_rows if _status(r, "build") == "ok"]
         n = len(built)
 
-        all_ok = [r for r in built if all(_status(r, s) == "ok" for s in harness.STAGES)]
-        finished = [r for r in built if _status(r, "eager") != "not run"]
+        stages = harness.task_stages(task)
+        all_ok = [r for r in built if all(_status(r, s) == "ok" for s in stages)]
+        finished = [r for r in built if all(_status(r, s) != "not run" for s in stages)]
         every = _pct(len(all_ok), len(finished)) if finished else "·"
+        converting = [r for r in built if _status(r, "convert") == "ok"]
+        generates = _count(converting, "generate") if "generate" in stages else "–"
         out.append(f"| {task} | {len(harness.model_types(task))} | {len(task_rows)} | "
                    f"{_pct(n, len(task_rows))} | {_count(built, 'export')} | "
-                   f"{_count(built, 'convert')} | {_count(built, 'eager')} | {every} |")
+                   f"{_count(built, 'convert')} | {_count(built, 'eager')} | {generates} | {every} |")
     out.append("")
     out.append("Percentages after the build column are of the models that build and ran that stage.")
     for key, what in (("jaxport_seconds", "jaxport's own conversion (`from_exported_program`, warm)"),
@@ -128,7 +133,13 @@ def summarize(rows: dict[tuple[str, str], dict], command: str) -> str:
             out.append("")
             out.append(f"Conversion time, {what}, over {len(times)} models: median "
                        f"{times[len(times) // 2]:.2f} s, max {times[-1]:.2f} s; {over} at or over 2 s.")
+    commits = collections.Counter(r.get("versions", {}).get("jaxport", "unknown") for r in rows.values())
+    if len(commits) > 1:
+        out.append("")
+        out.append("Rows come from more than one commit: " + ", ".join(
+            f"{n} at {c}" for c, n in commits.most_common()) + ".")
     out.append("")
+    out += _generation_failures(rows)
     failed = [r for r in rows.values() if _status(r, "build") != "ok"]
     if failed:
         out.append("## Models that do not build")
@@ -159,11 +170,28 @@ def summarize(rows: dict[tuple[str, str], dict], command: str) -> str:
     return "\n".join(out)
 
 
+def _generation_failures(rows: dict) -> list[str]:
+    """The causal LMs that convert but do not generate, grouped by the first words of the error."""
+    failing = [r for (t, _m), r in rows.items() if t in harness.GENERATING_TASKS
+               and _status(r, "convert") == "ok" and _status(r, "generate") not in ("ok", "not run")]
+    if not failing:
+        return []
+    out = ["## Causal LMs that convert but do not generate", "",
+           "| model type | generate | error |", "|---|---|---|"]
+    for r in sorted(failing, key=lambda r: r["model"]):
+        result = r["stages"]["generate"]
+        out.append(f"| {r['model']} | {STATUS.get(result['status'], result['status'])} | "
+                   f"{_cell(result.get('error', ''))} |")
+    out.append("")
+    return out
+
+
 def _task_table(task: str, rows: dict) -> list[str]:
+    stages = harness.task_stages(task)
     out = [f"## {task}", ""]
-    out.append("| model type | class | inputs | build | export | convert | eager | max error "
+    out.append("| model type | class | inputs | " + " | ".join(stages) + " | max error "
                "(convert / eager) | convert s (jaxport / from_torch) | first failure |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    out.append("|" + "---|" * (len(stages) + 6))
     missing = []
     for model_type in harness.model_types(task):
         row = rows.get((task, model_type))
@@ -179,7 +207,7 @@ def _task_table(task: str, rows: dict) -> list[str]:
                              for k in ("jaxport_seconds", "from_torch_seconds")) if convert.get("from_torch_seconds") else ""
         out.append(
             f"| {model_type} | {row.get('class', '')} | {inputs} | "
-            + " | ".join(STATUS.get(_status(row, s), _status(row, s)) for s in harness.STAGES)
+            + " | ".join(STATUS.get(_status(row, s), _status(row, s)) for s in stages)
             + f" | {_errors(row)} | {seconds} | "
             f"{_cell(f'{stage}: {error}' if stage else '')} |")
     out.append("")

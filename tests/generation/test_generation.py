@@ -369,12 +369,11 @@ def test_decode_step_exports_with_symbolic_batch(tmp_path):
     lm = jaxport.from_causal_lm(model, max_length=12, max_batch=4)
     loaded = jaxport.load_exported(lm.export().save(tmp_path / "step"))
     _, cache = lm.prefill(lm.params, lm.init_cache(3), ids.numpy(), mask.numpy())
-    keys = [np.asarray(layer["keys"]) for layer in cache["layers"]]
-    values = [np.asarray(layer["values"]) for layer in cache["layers"]]
+    states = [np.asarray(layer[name]) for layer in cache["layers"] for name in sorted(layer)]
     token, position = np.array([[5], [6], [7]], np.int32), np.array([[7], [3], [5]], np.int32)
     slots = np.asarray(cache["mask"]).copy()
     slots[:, 7] = 1
-    exported_logits = np.asarray(loaded(token, slots, position, np.int32(7), *keys, *values)[0])
+    exported_logits = np.asarray(loaded(token, slots, position, np.int32(7), *states)[0])
     logits, _ = lm.decode(lm.params, cache, token, position)
     np.testing.assert_allclose(exported_logits, np.asarray(logits), rtol=1e-6, atol=1e-6)
 

@@ -6,7 +6,8 @@ batch and the number of new tokens symbolic) and converts it once; prefill (T = 
 and decode (T = 1) are two JAX traces of that one program. The cache is a pytree of preallocated
 arrays the caller owns:
 
-    {"layers": [{"keys": [B, kv_heads, L, head_dim], "values": [...]}, ...],  # one per layer
+    {"layers": [{"keys": [B, kv_heads, L, head_dim], "values": [...]}, ...],  # one per layer, as it
+                                                                           # caches (step._STATES)
      "mask": int32 [B, L],   # 1 where a slot holds a token, 0 for padding or unused slots
      "length": int32 []}     # slots used so far: where the next tokens go (shared by all rows)
 
@@ -80,7 +81,7 @@ class CausalLM:
     `generate` as one jitted function. Built by `jaxport.from_causal_lm`.
     """
 
-    def __init__(self, step: JaxModel, *, cache_shapes: Sequence[tuple[int, ...]], cache_dtype,
+    def __init__(self, step: JaxModel, *, cache_shapes: Sequence[dict[str, tuple[int, ...]]], cache_dtype,
                  max_batch: int, max_length: int, layer_types: Sequence[str], generation_config: Any,
                  name: str):
         self.step = step
@@ -92,7 +93,7 @@ class CausalLM:
         #: The model's generation config with transformers' defaults filled in: `generate`'s defaults.
         self.generation_config = generation_config
         self.name = name
-        self._cache_shapes = [(tuple(k[1:]), tuple(v[1:])) for k, v in cache_shapes]
+        self._cache_shapes = [{name: tuple(shape[1:]) for name, shape in layer.items()} for layer in cache_shapes]
         self._cache_dtype = cache_dtype
         self._jitted_prefill = jax.jit(self.prefill_step, donate_argnums=1)
         self._jitted_decode = jax.jit(self.decode_step, donate_argnums=1)
@@ -114,8 +115,8 @@ class CausalLM:
         """An empty cache for `batch` rows: zeros, every slot unused."""
         self._check_batch(batch)
         return {
-            "layers": [{"keys": jnp.zeros((batch, *k), self._cache_dtype),
-                        "values": jnp.zeros((batch, *v), self._cache_dtype)} for k, v in self._cache_shapes],
+            "layers": [{name: jnp.zeros((batch, *shape), self._cache_dtype) for name, shape in layer.items()}
+                       for layer in self._cache_shapes],
             "mask": jnp.zeros((batch, self.max_length), jnp.int32),
             "length": jnp.zeros((), jnp.int32),
         }
@@ -176,22 +177,20 @@ class CausalLM:
             raise InputError(f"{self.name}: {batch} rows of tokens for a cache of {cache['mask'].shape[0]}")
         if count > self.max_length:
             raise InputError(f"{self.name}: {count} tokens at once, more than max_length={self.max_length}")
-        keys = [layer["keys"] for layer in cache["layers"]]
-        values = [layer["values"] for layer in cache["layers"]]
-        logits, keys, values = self.step.apply(params, ids, slots, positions, cache["length"], keys, values)
-        layers = [{"keys": k, "values": v} for k, v in zip(keys, values)]
+        logits, layers = self.step.apply(params, ids, slots, positions, cache["length"], list(cache["layers"]))
         return logits, {"layers": layers, "mask": slots, "length": cache["length"] + count}
 
     def export(self, *, platforms: Sequence[str] | None = None):
         """The step program as a serializable `jaxport.export` artifact (`ExportedModel`), with
         the batch and the number of new tokens symbolic: it serves both prefill and decode steps,
-        `(input_ids, slot mask, positions, length, keys, values) -> (logits, keys, values)`, on
+        `(input_ids, slot mask, positions, length, layer states) -> (logits, layer states)` (the
+        artifact takes the states flat: each layer's arrays in turn, by sorted name), on
         its own weights, without PyTorch or the converter."""
         cache = self.init_cache(min(2, self.max_batch))
         batch = cache["mask"].shape[0]
         tokens = np.zeros((batch, 1), np.int32)
         example = (tokens, np.asarray(cache["mask"]), tokens, np.int32(0),
-                   [layer["keys"] for layer in cache["layers"]], [layer["values"] for layer in cache["layers"]])
+                   list(cache["layers"]))
         return export(self.step, example, dynamic="auto", platforms=platforms)
 
     # -- generation -----------------------------------------------------------------------------
@@ -318,6 +317,9 @@ class CausalLM:
         for key, value in settings.items():
             setattr(config, key, value)
         neutral = GenerationConfig._get_default_generation_params()  # what transformers fills in for None
+        for key, value in neutral.items():
+            if getattr(config, key, None) is None:
+                setattr(config, key, value)
         refused = [f"{k}={v!r}" for k, v in sorted(vars(config).items())
                    if k not in _HONOURED and k not in _INERT and v is not None and v is not False
                    and v != getattr(defaults, k, None) and not (k in neutral and v == neutral[k])]
@@ -500,15 +502,14 @@ def _from_causal_lm(model, max_length: int, max_batch: int, policy) -> CausalLM:
     step = CausalLMStep(model, max_length)
     batch = min(2, max_batch)  # 2 keeps torch.export from specializing the batch to 1
     dtype = step.cache_dtype
-    shapes = step.cache_shapes(batch)
-    keys = [torch.zeros(k, dtype=dtype) for k, _ in shapes]
-    values = [torch.zeros(v, dtype=dtype) for _, v in shapes]
+    states = [{name: torch.zeros(shape, dtype=dtype) for name, shape in layer.items()}
+              for layer in step.cache_shapes(batch)]
     example = (torch.zeros(batch, 2, dtype=torch.long), torch.ones(batch, max_length, dtype=torch.long),
-               torch.zeros(batch, 2, dtype=torch.long), torch.tensor(0), keys, values)
+               torch.zeros(batch, 2, dtype=torch.long), torch.tensor(0), states)
     rows = torch.export.Dim("batch", min=1, max=max_batch) if max_batch > 1 else None
     count = torch.export.Dim("tokens", min=1, max=max_length)
-    per_layer = [{0: rows} if rows is not None else None] * len(keys)
-    dynamic = ({0: rows, 1: count}, {0: rows}, {0: rows, 1: count}, None, per_layer, per_layer)
+    per_layer = [{name: {0: rows} if rows is not None else None for name in layer} for layer in states]
+    dynamic = ({0: rows, 1: count}, {0: rows}, {0: rows, 1: count}, None, per_layer)
     autocast = None if policy is None else Precision(compute=policy.compute)  # weights already prepared
     converted = from_torch(step, example, dynamic_shapes=dynamic, train=False, dtype=autocast)
     config = step.text_config
