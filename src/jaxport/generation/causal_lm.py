@@ -37,7 +37,7 @@ from ..backends.inputs import as_jax
 from ..backends.model import JaxModel
 from ..backends.serialization import export
 from ..convert import from_torch
-from ..errors import InputError
+from ..errors import ExportError, InputError
 from ..frontends.hugging_face import is_model
 from ..precision import Precision, precision_policy
 from .beam import Beams, beam_search
@@ -507,11 +507,24 @@ def _from_causal_lm(model, max_length: int, max_batch: int, policy) -> CausalLM:
     example = (torch.zeros(batch, 2, dtype=torch.long), torch.ones(batch, max_length, dtype=torch.long),
                torch.zeros(batch, 2, dtype=torch.long), torch.tensor(0), states)
     rows = torch.export.Dim("batch", min=1, max=max_batch) if max_batch > 1 else None
-    count = torch.export.Dim("tokens", min=1, max=max_length)
     per_layer = [{name: {0: rows} if rows is not None else None for name in layer} for layer in states]
-    dynamic = ({0: rows, 1: count}, {0: rows}, {0: rows, 1: count}, None, per_layer)
     autocast = None if policy is None else Precision(compute=policy.compute)  # weights already prepared
-    converted = from_torch(step, example, dynamic_shapes=dynamic, train=False, dtype=autocast)
+
+    def convert(count):
+        dynamic = ({0: rows, 1: count}, {0: rows}, {0: rows, 1: count}, None, per_layer)
+        return from_torch(step, example, dynamic_shapes=dynamic, train=False, dtype=autocast)
+
+    try:
+        converted = convert(torch.export.Dim("tokens", min=1, max=max_length))
+    except ExportError as e:
+        # torch.export's solver cannot always prove a guard that holds for every token count
+        # (Aria's `T * min(64, 64 * T) == 64 * T`); let it keep the count dynamic under its guards
+        if "Constraints violated (tokens)" not in str(e):
+            raise
+        converted = convert(torch.export.Dim.AUTO)
+        if 1 not in converted.program.user_inputs[0].dims:
+            raise ExportError(f"{type(model).__name__}: torch.export fixes the number of new tokens of its "
+                              f"step, so it cannot serve both prefill and decode ({e})") from None
     config = step.text_config
     layer_types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
     return CausalLM(converted, cache_shapes=step.cache_shapes(1), cache_dtype=dtypes.jax_dtype(dtype),
