@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference onnx-report catalogue lint bench bench-torchax bench-real-sizes clean
+.PHONY: setup demo test codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference onnx-report catalogue catalogue-head precision lint bench bench-torchax bench-real-sizes clean
 
 setup: $(STAMP)
 
@@ -86,6 +86,16 @@ CATALOGUE_JOBS ?= 2
 catalogue: setup
 	$(PY) -m tests.catalogue.sweep --jobs $(CATALOGUE_JOBS) --results $(CATALOGUE_RESULTS) || true
 	$(PY) -m tests.catalogue.report $(CATALOGUE_RESULTS) docs/transformers-catalogue.md
+
+# Every row at HEAD: reruns the models recorded at another commit (resumable, hours on two cores).
+catalogue-head: setup
+	$(PY) -m tests.catalogue.sweep --stale --jobs $(CATALOGUE_JOBS) --results $(CATALOGUE_RESULTS) || true
+	$(PY) -m tests.catalogue.report $(CATALOGUE_RESULTS) docs/transformers-catalogue.md
+
+# bfloat16 generation of 20 architectures against PyTorch under autocast (resumable per commit).
+precision: setup
+	$(PY) -m tests.catalogue.precision
+	$(PY) -m tests.catalogue.precision --report docs/bfloat16-generation.md
 
 lint: setup
 	$(PY) -m ruff check src tests benchmarks

@@ -1,14 +1,15 @@
 """The catalogue sweep: every model type of transformers' auto mappings for six tasks through jaxport.
 
     python -m tests.catalogue.sweep [--tasks causal-lm,...] [--models llama,gpt2] [--stages build]
-        [--jobs 2] [--timeout 240] [--results tests/catalogue/results.jsonl] [--rerun-failed] [--rerun]
+        [--jobs 2] [--timeout 240] [--results tests/catalogue/results.jsonl] [--rerun-failed] [--rerun] [--stale]
 
 Each (task, model type) runs in its own subprocess (`--worker`), so a crash or a hang costs that
 model only: the stage running at the time limit is recorded as "timeout", one that dies as
 "crash". One JSON line per model is appended to the results file as it finishes (the file is compacted to
 the latest line per model, in catalogue order, at the start and end of a run), so the sweep can
 be stopped at any time and resumes where it stopped: models whose latest row already has every
-requested stage are skipped (`--rerun-failed` reruns those with a stage not ok, `--rerun` all).
+requested stage are skipped (`--rerun-failed` reruns those with a stage not ok, `--rerun` all,
+`--stale` those recorded at another commit than HEAD: `make catalogue-head` brings every row to HEAD).
 `python -m tests.catalogue.report` turns the results into docs/transformers-catalogue.md.
 """
 
@@ -200,6 +201,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", default=RESULTS, help="the JSON-lines file to append to")
     parser.add_argument("--rerun-failed", action="store_true", help="rerun models with a stage not ok")
     parser.add_argument("--rerun", action="store_true", help="rerun every selected model")
+    parser.add_argument("--stale", action="store_true",
+                        help="rerun models whose latest row is from another commit (resumable: brings every row to HEAD)")
     opts = parser.parse_args(argv)
     stages = tuple(s for s in harness.STAGES if s in opts.stages.split(",") or s == "build")
     unknown = set(opts.stages.split(",")) - set(harness.STAGES)
@@ -215,13 +218,15 @@ def main(argv: list[str] | None = None) -> None:
     wanted = set(opts.models.split(",")) if opts.models else None
     compact(opts.results)
     done = read_results(opts.results)
+    info = versions()
+    if opts.stale:
+        done = {k: r for k, r in done.items() if r.get("versions", {}).get("jaxport") == info.get("jaxport")}
     todo = [(task, m) for task in tasks for m in harness.model_types(task)
             if (wanted is None or m in wanted)
             and (opts.rerun or not _done(done.get((task, m)), stages, opts.rerun_failed))]
     print(f"{len(todo)} models to run ({', '.join(stages)}); results in {opts.results}", flush=True)
     if not todo:
         return
-    info = versions()
     lock = threading.Lock()
     os.makedirs(os.path.dirname(os.path.abspath(opts.results)), exist_ok=True)
 
