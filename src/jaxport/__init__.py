@@ -2,11 +2,12 @@
 
 The common path is here; the rest lives in named submodules:
 
-    jaxport.train         train_step, TrainState, checkpoints, load_into_torch
+    jaxport.train         train_step, TrainState, MixedPrecision, checkpoints, load_into_torch
     jaxport.sharding      placing params, optimizer state and batches on a device mesh
     jaxport.distributed   multi-process runs (one process per host or GPU)
     jaxport.interop       to_jax / to_torch, jax_fn, torch_fn, callback
-    jaxport.generation    CausalLM, process_logits
+    jaxport.generation    CausalLM, process_scores, process_logits, beam search
+    jaxport.precision     Precision: autocast policies (also on the top level)
     jaxport.compare       the output comparator `jaxport verify` and the tests use
 """
 
