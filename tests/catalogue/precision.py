@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import inspect
 import json
 import os
 import time
@@ -42,8 +43,13 @@ def check(model_type: str) -> dict:
     ids, mask = harness.generation_prompts(model.config)
     pad = harness._first(harness._find(model.config, "pad_token_id", default=0))
     row: dict = {"model": model_type, "class": type(model).__name__}
+    # the positions transformers' generate gives a left-padded batch (and jaxport's prefill):
+    # counted over each row's tokens, not over its padding
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    if "position_ids" in inspect.signature(model.forward).parameters:
+        inputs["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        logits = model(input_ids=ids, attention_mask=mask).logits.float().numpy()
+        logits = model(**inputs).logits.float().numpy()
         want = model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=harness.NEW_TOKENS,
                               pad_token_id=pad).numpy()
     lm = jaxport.from_causal_lm(model, max_length=harness.SEQ + harness.NEW_TOKENS, max_batch=harness.BATCH,
@@ -74,7 +80,8 @@ def report(rows: dict, command: str) -> str:
            "builds it (shrunk default config, random float32 weights, seed 0), converted with "
            "`jaxport.from_causal_lm(model, dtype=jnp.bfloat16)` and compared with the same weights run "
            "by PyTorch under `torch.autocast(\"cpu\", dtype=torch.bfloat16)`: the prefill logits "
-           "(largest error over the largest magnitude, padding positions left out) and greedy "
+           "(largest error over the largest magnitude, with the position ids generate uses, padding "
+           "positions left out) and greedy "
            f"generation of {harness.NEW_TOKENS} tokens after a left-padded batch. **tie**: the "
            "first differing token's two candidates lie within one bfloat16 ulp in PyTorch's own "
            "logits, so rounding picks between them.", "",
