@@ -39,7 +39,7 @@ from ..backends.serialization import export
 from ..convert import from_torch
 from ..errors import ExportError, InputError
 from ..frontends.hugging_face import is_model
-from ..precision import Precision, precision_policy
+from ..precision import precision_policy
 from .beam import Beams, beam_search
 from .sampling import Sampling, process_scores
 from .step import CausalLMStep
@@ -255,18 +255,22 @@ class CausalLM:
                              "as in transformers")
         key = jax.random.key(0) if rng is None else rng
         run = self._generator(sampling, beams, eos, pad, new, streaming=streamer is not None)
-        with self._streaming_lock:
+        args = (self.params if params is None else params, ids, mask, key)
+        tokens, steps = run(*args) if streamer is None else self._streamed(run, streamer, prompts, args)
+        return jnp.concatenate([prompts, tokens[:, : int(steps)]], axis=1)
+
+    def _streamed(self, run, streamer, prompts, args) -> tuple[jax.Array, int]:
+        """`run(*args)` with `streamer` given the prompts, each step's tokens (`_emit`), then end()."""
+        with self._streaming_lock:  # one streaming call at a time: `_emit` reads its streamer
             self._streamer = streamer
             try:
-                if streamer is not None:
-                    streamer.put(np.asarray(prompts))
-                tokens, steps = run(self.params if params is None else params, ids, mask, key)
+                streamer.put(np.asarray(prompts))
+                tokens, steps = run(*args)
                 steps = int(steps)  # waits for the loop, and so for every token it streams
-                if streamer is not None:
-                    streamer.end()
+                streamer.end()
             finally:
                 self._streamer = None
-        return jnp.concatenate([prompts, tokens[:, :steps]], axis=1)
+        return tokens, steps
 
     def stream(self, input_ids, attention_mask=None, **settings) -> Iterator[np.ndarray]:
         """`generate` as a Python generator: yields each step's new tokens `[B]` (NumPy) as the
@@ -328,8 +332,8 @@ class CausalLM:
                              "them at transformers' defaults (they are set by the call or the generation config)")
         return config
 
-    def _settings(self, config, prompt: int) -> tuple[Sampling, tuple[int, ...], int, int, int]:
-        """(Sampling, EOS ids, pad id, new tokens, rows per prompt) from a resolved config."""
+    def _settings(self, config, prompt: int) -> tuple[Sampling, Beams, tuple[int, ...], int, int]:
+        """(Sampling, Beams, EOS ids, pad id, new tokens) from a resolved config."""
         sample = bool(config.do_sample)
         copies = int(config.num_return_sequences or 1)
         beams = Beams(num_beams=int(config.num_beams or 1), length_penalty=float(config.length_penalty),
@@ -342,8 +346,7 @@ class CausalLM:
         if copies > 1 and not sample and beams.num_beams == 1:
             raise InputError(f"{self.name}: num_return_sequences={copies} needs do_sample=True (greedy "
                              "decoding gives one sequence per prompt, as in transformers)")
-        eos = config.eos_token_id
-        eos = () if eos is None else tuple(int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos]))
+        eos = _token_ids(config.eos_token_id)
         pad = config.pad_token_id
         pad = (eos[0] if eos else 0) if pad is None else int(pad)  # transformers pads with EOS then
         if config.max_new_tokens is not None:
@@ -351,9 +354,6 @@ class CausalLM:
         else:
             new = int(config.max_length) - prompt
         min_new = int(config.min_new_tokens or 0)
-        forced_eos = config.forced_eos_token_id
-        forced_eos = () if forced_eos is None else tuple(
-            int(e) for e in (forced_eos if isinstance(forced_eos, (list, tuple)) else [forced_eos]))
         bad_words = tuple(tuple(int(t) for t in w) for w in (config.bad_words_ids or ())
                           if list(w) not in [[e] for e in eos])  # transformers never bans EOS alone
         sampling = Sampling(
@@ -371,10 +371,10 @@ class CausalLM:
             bad_words_ids=bad_words,
             min_length=int(config.min_length or 0),
             min_new_tokens=min_new,
-            suppress_tokens=tuple(int(t) for t in (config.suppress_tokens or ())),
-            begin_suppress_tokens=tuple(int(t) for t in (config.begin_suppress_tokens or ())),
+            suppress_tokens=_token_ids(config.suppress_tokens),
+            begin_suppress_tokens=_token_ids(config.begin_suppress_tokens),
             forced_bos_token_id=None if config.forced_bos_token_id is None else int(config.forced_bos_token_id),
-            forced_eos_token_id=forced_eos,
+            forced_eos_token_id=_token_ids(config.forced_eos_token_id),
             remove_invalid_values=bool(config.remove_invalid_values),
         )
         return sampling, beams, eos, pad, new
@@ -444,6 +444,13 @@ class CausalLM:
         return sequence[:, prompt:], steps
 
 
+def _token_ids(value) -> tuple[int, ...]:
+    """A generation config's token id setting (None, one id, or a list of them) as a tuple."""
+    if value is None:
+        return ()
+    return tuple(int(t) for t in (value if isinstance(value, (list, tuple)) else [value]))
+
+
 def _sequence_biases(value) -> tuple[tuple[tuple[int, ...], float], ...]:
     """transformers' `sequence_bias` (a dict of token tuples, or a list of [tokens, bias] pairs)
     as a hashable tuple."""
@@ -493,12 +500,12 @@ def from_causal_lm(model: torch.nn.Module, *, max_length: int, max_batch: int = 
                          f"got {max_length} and {max_batch}")
     policy = precision_policy(dtype)
     if policy is not None:
-        with policy.autocast():
-            return _from_causal_lm(policy.prepare(model), max_length, max_batch, policy)
-    return _from_causal_lm(model, max_length, max_batch, None)
+        with policy.autocast():  # the cache probe and the export both run under it
+            return _from_causal_lm(policy.prepare(model), max_length, max_batch)
+    return _from_causal_lm(model, max_length, max_batch)
 
 
-def _from_causal_lm(model, max_length: int, max_batch: int, policy) -> CausalLM:
+def _from_causal_lm(model, max_length: int, max_batch: int) -> CausalLM:
     step = CausalLMStep(model, max_length)
     batch = min(2, max_batch)  # 2 keeps torch.export from specializing the batch to 1
     dtype = step.cache_dtype
@@ -508,11 +515,10 @@ def _from_causal_lm(model, max_length: int, max_batch: int, policy) -> CausalLM:
                torch.zeros(batch, 2, dtype=torch.long), torch.tensor(0), states)
     rows = torch.export.Dim("batch", min=1, max=max_batch) if max_batch > 1 else None
     per_layer = [{name: {0: rows} if rows is not None else None for name in layer} for layer in states]
-    autocast = None if policy is None else Precision(compute=policy.compute)  # weights already prepared
 
     def convert(count):
         dynamic = ({0: rows, 1: count}, {0: rows}, {0: rows, 1: count}, None, per_layer)
-        return from_torch(step, example, dynamic_shapes=dynamic, train=False, dtype=autocast)
+        return from_torch(step, example, dynamic_shapes=dynamic, train=False)
 
     try:
         converted = convert(torch.export.Dim("tokens", min=1, max=max_length))
