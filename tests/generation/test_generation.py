@@ -10,6 +10,7 @@ logits processors, EOS handling, and the eager frontend's `generate`.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import subprocess
@@ -22,6 +23,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from jax.experimental import checkify
 from transformers.generation.logits_process import (
     MinPLogitsWarper,
     TemperatureLogitsWarper,
@@ -45,7 +47,18 @@ CONFIGS = {
     "gemma3_text": dict(head_dim=8, sliding_window=4, layer_types=["sliding_attention", "full_attention"]),
     "phi3": dict(pad_token_id=0),
     "mixtral": dict(num_local_experts=4, num_experts_per_tok=2),
+    # recurrent layers: a prefill program per prompt length (Mamba's scan loops in Python), and a
+    # hybrid of Mamba and attention layers
+    "mamba": dict(state_size=4, expand=2, conv_kernel=4),
+    "jamba": dict(attn_layer_period=2, attn_layer_offset=1, num_experts=2, expert_layer_period=2,
+                  expert_layer_offset=1, mamba_d_state=4, mamba_expand=2, pad_token_id=0),
 }
+#: Qwen3-Next: a gated-delta-rule linear-attention layer beside a full-attention one; one prefill
+#: program serves every prompt length.
+QWEN3_NEXT = dict(layer_types=["linear_attention", "full_attention"], linear_num_value_heads=2,
+                  linear_num_key_heads=2, linear_key_head_dim=8, linear_value_head_dim=8, head_dim=8,
+                  num_experts=2, num_experts_per_tok=1, moe_intermediate_size=16,
+                  shared_expert_intermediate_size=16)
 NEW_TOKENS = 32
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -427,7 +440,6 @@ def test_tokens_stream_as_they_are_made(greedy_llama):
 def test_steps_refuse_to_write_past_max_length(greedy_llama):
     """prefill/decode refuse tokens past max_length (the cache is left as it was); inside a
     caller's jit, `checked=True` makes it a checkify error instead of a clamped write."""
-    from jax.experimental import checkify
 
     _, lm, _ = greedy_llama  # max_length 23
     ids, mask = prompts()
@@ -447,3 +459,55 @@ def test_steps_refuse_to_write_past_max_length(greedy_llama):
     assert "17 more tokens after 7 overflow max_length=23" in error.get()
     error, _ = checked(lm.params, cache, over[:, :16], over[:, :16])
     assert error.get() is None
+
+
+def test_recurrent_layers_prefill_fresh_and_decode_one_token(tmp_path):
+    """A model with recurrent layers (Qwen3-Next's linear attention) has a prefill and a
+    one-token decode program, as transformers runs them: greedy tokens equal to transformers',
+    its conv and recurrent states in the cache, and what those programs cannot do refused."""
+    config = transformers.AutoConfig.for_model("qwen3_next", **{**SMALL, **QWEN3_NEXT})
+    torch.manual_seed(11)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    ids, mask = prompts()
+    lm = jaxport.from_causal_lm(model, max_length=ids.shape[1] + 10, max_batch=3)
+    assert lm.recurrent and lm.step is not None  # its prefill takes any prompt length
+    np.testing.assert_array_equal(np.asarray(lm.generate(ids, mask, max_new_tokens=10, pad_token_id=0)),
+                                  hf_generate(model, ids, mask, do_sample=False, max_new_tokens=10))
+    cache = lm.init_cache(3)
+    assert {"conv_0", "recurrent_0"} <= set(cache["layers"][0]) and set(cache["layers"][1]) == {"keys", "values"}
+
+    logits, cache = lm.prefill(lm.params, cache, ids.numpy(), mask.numpy())
+    with pytest.raises(jaxport.InputError, match="prefill an empty cache only"):
+        lm.prefill(lm.params, cache, ids.numpy(), mask.numpy())
+    with pytest.raises(jaxport.InputError, match="one token at a time, got 2"):
+        lm.decode(lm.params, cache, np.zeros((3, 2), np.int32), np.zeros((3, 2), np.int32))
+    checked = jax.jit(checkify.checkify(functools.partial(lm.prefill_step, checked=True)))
+    error, _ = checked(lm.params, cache, ids.numpy(), mask.numpy())
+    with pytest.raises(checkify.JaxRuntimeError, match="holds 7 tokens"):
+        error.throw()
+
+    # the decoder exported on its own decodes as lm.decode does
+    token, position = np.array([[5], [6], [7]], np.int32), np.array([[7], [3], [5]], np.int32)
+    loaded = jaxport.load_exported(lm.export(decoder=True).save(tmp_path / "decoder"))
+    states = [np.asarray(layer[name]) for layer in cache["layers"] for name in sorted(layer)]
+    slots = np.asarray(cache["mask"]).copy()
+    slots[:, 7] = 1
+    exported_logits = np.asarray(loaded(token, slots, position, np.int32(7), *states)[0])
+    np.testing.assert_allclose(exported_logits, np.asarray(lm.decode(lm.params, cache, token, position)[0]),
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_prefill_programs_per_prompt_length():
+    """Mamba's reference scan loops over the prompt in Python, so each prompt length gets its own
+    prefill program, made the first time it is needed (also under a caller's jit)."""
+    model = tiny_model("mamba", seed=12)
+    lm = jaxport.from_causal_lm(model, max_length=12, max_batch=2)
+    assert lm.step is None
+    with pytest.raises(jaxport.InputError, match="export\\(prompt_length=...\\)"):
+        lm.export()
+    ids = np.array([[3, 4, 5], [6, 7, 8]], np.int32)
+    logits, _ = jax.jit(lm.prefill_step)(lm.params, lm.init_cache(2), ids)
+    with torch.no_grad():
+        want = model(torch.from_numpy(ids).long()).logits.numpy()
+    np.testing.assert_allclose(np.asarray(logits), want, rtol=1e-5, atol=1e-5)
+    assert lm.prefill_program(3) is lm.prefill_program(3) and lm.prefill_program(2) is not lm.prefill_program(3)

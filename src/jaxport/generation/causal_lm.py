@@ -3,11 +3,14 @@
 `from_causal_lm` exports one step of the model with `torch.export`
 (`generation.step.CausalLMStep`: new tokens in, logits and the written cache out, the
 batch and the number of new tokens symbolic) and converts it once; prefill (T = prompt length)
-and decode (T = 1) are two JAX traces of that one program. The cache is a pytree of preallocated
+and decode (T = 1) are two JAX traces of that one program. A model with recurrent layers
+(Mamba, Jamba, Qwen3-Next, ...) gets two programs, a prefill from an empty cache and a one-token
+decode, as transformers runs them through different code. The cache is a pytree of preallocated
 arrays the caller owns:
 
     {"layers": [{"keys": [B, kv_heads, L, head_dim], "values": [...]}, ...],  # one per layer, as it
-                                                                           # caches (step._STATES)
+                                                           # caches (step._STATES; a recurrent
+                                                           # layer's "conv_0", "recurrent_0", ...)
      "mask": int32 [B, L],   # 1 where a slot holds a token, 0 for padding or unused slots
      "length": int32 []}     # slots used so far: where the next tokens go (shared by all rows)
 
@@ -19,10 +22,11 @@ greedy or sampled tokens chosen as transformers' logits processors choose them.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -79,13 +83,29 @@ class CausalLM:
     positions)` return `(logits [B, T, vocab], cache)`; both are jitted with the cache donated, so
     XLA writes the new keys and values into the arrays passed in. `generate` is Hugging Face's
     `generate` as one jitted function. Built by `jaxport.from_causal_lm`.
+
+    A model with recurrent layers (`recurrent`) has a second program, `decoder`, for one token
+    after a prompt; its prefill starts from an empty cache and its decode takes one token at a
+    time, as transformers' generate runs such models. Where the model's own code loops over the
+    prompt's tokens in Python (transformers' reference scans), no one program serves every
+    prompt length: `step` is then None and a prefill program is exported for each prompt length
+    the first time it is met (seconds each), by `prefill_for`.
     """
 
-    def __init__(self, step: JaxModel, *, cache_shapes: Sequence[dict[str, tuple[int, ...]]], cache_dtype,
+    def __init__(self, step: JaxModel | None, *, cache_specs: Sequence[dict[str, tuple[tuple[int, ...], Any]]],
                  max_batch: int, max_length: int, layer_types: Sequence[str], generation_config: Any,
-                 name: str):
+                 name: str, decoder: JaxModel | None = None,
+                 prefill_for: Callable[[int], JaxModel] | None = None):
+        if step is None and (decoder is None or prefill_for is None):
+            raise InputError(f"{name}: a CausalLM without one prefill program needs a decoder and prefill_for")
         self.step = step
-        self.params = step.params
+        #: The one-token program of a model with recurrent layers (None: `step` serves both).
+        self.decoder = decoder
+        self.recurrent = decoder is not None
+        self._prefill_for = prefill_for
+        self._prefills: dict[int, JaxModel] = {}  # prompt length -> program, where `step` is None
+        self._prefills_lock = threading.Lock()
+        self.params = (step or decoder).params
         self.max_batch = max_batch
         self.max_length = max_length
         #: Each layer's attention ("full_attention", "sliding_attention", ...), as the model's config says.
@@ -93,8 +113,8 @@ class CausalLM:
         #: The model's generation config with transformers' defaults filled in: `generate`'s defaults.
         self.generation_config = generation_config
         self.name = name
-        self._cache_shapes = [{name: tuple(shape[1:]) for name, shape in layer.items()} for layer in cache_shapes]
-        self._cache_dtype = cache_dtype
+        self._cache_specs = [{name: (tuple(shape[1:]), dtypes.jax_dtype(dtype)) for name, (shape, dtype) in layer.items()}
+                             for layer in cache_specs]
         self._jitted_prefill = jax.jit(self.prefill_step, donate_argnums=1)
         self._jitted_decode = jax.jit(self.decode_step, donate_argnums=1)
         self._generators: dict = {}
@@ -102,7 +122,7 @@ class CausalLM:
         self._streaming_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return (f"CausalLM({self.name}: {len(self._cache_shapes)} layers, max_batch={self.max_batch}, "
+        return (f"CausalLM({self.name}: {len(self._cache_specs)} layers, max_batch={self.max_batch}, "
                 f"max_length={self.max_length})")
 
     # -- the cache ----------------------------------------------------------------------------
@@ -115,8 +135,8 @@ class CausalLM:
         """An empty cache for `batch` rows: zeros, every slot unused."""
         self._check_batch(batch)
         return {
-            "layers": [{name: jnp.zeros((batch, *shape), self._cache_dtype) for name, shape in layer.items()}
-                       for layer in self._cache_shapes],
+            "layers": [{name: jnp.zeros((batch, *shape), dtype) for name, (shape, dtype) in layer.items()}
+                       for layer in self._cache_specs],
             "mask": jnp.zeros((batch, self.max_length), jnp.int32),
             "length": jnp.zeros((), jnp.int32),
         }
@@ -127,6 +147,9 @@ class CausalLM:
         """`prefill_step`, jitted, with the cache donated; refuses a prompt the cache has no room for
         (it reads the cache's length back from the device to check)."""
         self._check_room(cache, np.shape(input_ids)[-1])
+        if self.recurrent and not isinstance(cache["length"], jax.core.Tracer) and int(cache["length"]):
+            raise InputError(f"{self.name}: its recurrent layers prefill an empty cache only (this one holds "
+                             f"{int(cache['length'])} tokens); continue with decode, one token at a time")
         return self._jitted_prefill(params, cache, input_ids, attention_mask)
 
     def decode(self, params, cache: dict, tokens, positions) -> tuple[jax.Array, dict]:
@@ -154,9 +177,14 @@ class CausalLM:
 
         Pure, for use inside a caller's own `jit`; with `checked=True` a write past `max_length`
         is a `checkify` error (run it under `jax.experimental.checkify.checkify`), otherwise
-        only `prefill` (outside jit) refuses it."""
+        only `prefill` (outside jit) refuses it. A model with recurrent layers prefills an empty
+        cache only (its states are started afresh, as transformers' prefill starts them); with
+        `checked`, a cache holding tokens is a `checkify` error too."""
         input_ids = jnp.asarray(input_ids)
         self._check_room(cache, input_ids.shape[1], checked)
+        if self.recurrent and checked and isinstance(cache["length"], jax.core.Tracer):
+            checkify.check(cache["length"] == 0, f"{self.name}: its recurrent layers prefill an empty cache "
+                           "only; this one holds {length} tokens", length=cache["length"])
         mask = jnp.ones(input_ids.shape, jnp.int32) if attention_mask is None else jnp.asarray(attention_mask, jnp.int32)
         slots = lax.dynamic_update_slice(cache["mask"], mask, (0, cache["length"]))
         # counted over every slot, so a prompt written after earlier tokens continues their positions
@@ -165,33 +193,61 @@ class CausalLM:
 
     def decode_step(self, params, cache: dict, tokens, positions, *, checked: bool = False) -> tuple[jax.Array, dict]:
         """Write `tokens` [B, T] (usually T = 1) at `positions` [B, T]: (logits, cache). Pure;
-        `checked` as for `prefill_step`."""
+        `checked` as for `prefill_step`. A model with recurrent layers decodes one token at a time."""
         tokens = jnp.asarray(tokens)
         self._check_room(cache, tokens.shape[1], checked)
+        if self.recurrent and tokens.shape[1] != 1:
+            raise InputError(f"{self.name}: its recurrent layers decode one token at a time, got {tokens.shape[1]}")
         slots = lax.dynamic_update_slice(cache["mask"], jnp.ones(tokens.shape, jnp.int32), (0, cache["length"]))
-        return self._run(params, cache, tokens, slots, jnp.asarray(positions))
+        return self._run(params, cache, tokens, slots, jnp.asarray(positions), decoding=True)
 
-    def _run(self, params, cache, ids, slots, positions):
+    def _run(self, params, cache, ids, slots, positions, decoding: bool = False):
         batch, count = ids.shape
         if batch != cache["mask"].shape[0]:
             raise InputError(f"{self.name}: {batch} rows of tokens for a cache of {cache['mask'].shape[0]}")
         if count > self.max_length:
             raise InputError(f"{self.name}: {count} tokens at once, more than max_length={self.max_length}")
-        logits, layers = self.step.apply(params, ids, slots, positions, cache["length"], list(cache["layers"]))
+        if decoding and self.decoder is not None:
+            program = self.decoder
+        else:
+            program = self.step or self.prefill_program(count)
+        logits, layers = program.apply(params, ids, slots, positions, cache["length"], list(cache["layers"]))
         return logits, {"layers": layers, "mask": slots, "length": cache["length"] + count}
 
-    def export(self, *, platforms: Sequence[str] | None = None):
+    def prefill_program(self, count: int) -> JaxModel:
+        """The program that prefills `count` tokens: `step`, or where the number of tokens is fixed
+        in each program, the one for `count`, exported and converted the first time it is asked for."""
+        if self.step is not None:
+            return self.step
+        with self._prefills_lock:
+            if count not in self._prefills:
+                with jax.ensure_compile_time_eval():  # may be met while tracing a caller's jit
+                    self._prefills[count] = self._prefill_for(count)
+            return self._prefills[count]
+
+    def export(self, *, platforms: Sequence[str] | None = None, decoder: bool = False,
+               prompt_length: int | None = None):
         """The step program as a serializable `jaxport.export` artifact (`ExportedModel`), with
         the batch and the number of new tokens symbolic: it serves both prefill and decode steps,
         `(input_ids, slot mask, positions, length, layer states) -> (logits, layer states)` (the
         artifact takes the states flat: each layer's arrays in turn, by sorted name), on
-        its own weights, without PyTorch or the converter."""
+        its own weights, without PyTorch or the converter. For a model with recurrent layers it
+        is the prefill program; `decoder=True` gives the one-token program (one new token, a
+        length of at least 1). Where each prompt length has its own prefill program, `prompt_length`
+        says which."""
+        if not decoder and self.step is None and prompt_length is None:
+            raise InputError(f"{self.name}: each prompt length has its own prefill program; "
+                             "export(prompt_length=...) one of them, or the decoder (decoder=True)")
+        if decoder and self.decoder is None:
+            raise InputError(f"{self.name}: one program serves prefill and decode (no recurrent layers); "
+                             "export it with decoder=False")
         cache = self.init_cache(min(2, self.max_batch))
         batch = cache["mask"].shape[0]
-        tokens = np.zeros((batch, 1), np.int32)
-        example = (tokens, np.asarray(cache["mask"]), tokens, np.int32(0),
+        tokens = np.zeros((batch, 1 if decoder or prompt_length is None else prompt_length), np.int32)
+        example = (tokens, np.asarray(cache["mask"]), tokens, np.int32(1 if decoder else 0),
                    list(cache["layers"]))
-        return export(self.step, example, dynamic="auto", platforms=platforms)
+        program = self.decoder if decoder else self.prefill_program(tokens.shape[1])
+        return export(program, example, dynamic="auto", platforms=platforms)
 
     # -- generation -----------------------------------------------------------------------------
 
@@ -254,6 +310,7 @@ class CausalLM:
             raise InputError(f"{self.name}: a streamer cannot follow beam search (num_beams={beams.num_beams}), "
                              "as in transformers")
         key = jax.random.key(0) if rng is None else rng
+        self.prefill_program(ids.shape[1])  # exported outside the jitted loop, where it must be
         run = self._generator(sampling, beams, eos, pad, new, streaming=streamer is not None)
         args = (self.params if params is None else params, ids, mask, key)
         tokens, steps = run(*args) if streamer is None else self._streamed(run, streamer, prompts, args)
@@ -499,43 +556,75 @@ def from_causal_lm(model: torch.nn.Module, *, max_length: int, max_batch: int = 
         raise InputError(f"from_causal_lm: max_length should be at least 2 and max_batch at least 1, "
                          f"got {max_length} and {max_batch}")
     policy = precision_policy(dtype)
-    if policy is not None:
-        with policy.autocast():  # the cache probe and the export both run under it
-            return _from_causal_lm(policy.prepare(model), max_length, max_batch)
-    return _from_causal_lm(model, max_length, max_batch)
+    if policy is None:
+        return _from_causal_lm(model, max_length, max_batch, contextlib.nullcontext)
+    with policy.autocast():  # the cache probe and the exports all run under it
+        return _from_causal_lm(policy.prepare(model), max_length, max_batch, policy.autocast)
 
 
-def _from_causal_lm(model, max_length: int, max_batch: int) -> CausalLM:
+class _FixedCount(ExportError):
+    """torch.export fixed the number of new tokens of a step meant to take any number."""
+
+
+def _from_causal_lm(model, max_length: int, max_batch: int, autocast: Callable) -> CausalLM:
     step = CausalLMStep(model, max_length)
     batch = min(2, max_batch)  # 2 keeps torch.export from specializing the batch to 1
-    dtype = step.cache_dtype
-    states = [{name: torch.zeros(shape, dtype=dtype) for name, shape in layer.items()}
-              for layer in step.cache_shapes(batch)]
-    example = (torch.zeros(batch, 2, dtype=torch.long), torch.ones(batch, max_length, dtype=torch.long),
-               torch.zeros(batch, 2, dtype=torch.long), torch.tensor(0), states)
-    rows = torch.export.Dim("batch", min=1, max=max_batch) if max_batch > 1 else None
-    per_layer = [{name: {0: rows} if rows is not None else None for name in layer} for layer in states]
+    specs = step.cache_specs(batch)
+    rows = torch.export.Dim("batch", min=1, max=max_batch) if max_batch > 1 else torch.export.Dim.STATIC
+    decoder = prefill_for = None
+    if step.recurrent:
+        decoder = _convert_step(CausalLMStep(model, max_length, decoding=True), specs, rows, tokens=1)
+
+        def prefill_for(count: int) -> JaxModel:
+            with autocast():
+                return _convert_step(step, specs, rows, tokens=count, fixed=True)
+    try:
+        converted = _convert_step(step, specs, rows, tokens=2)
+    except _FixedCount:
+        if not step.recurrent:
+            raise
+        converted = None  # a scan over the prompt in Python: a prefill program per prompt length
+    config = step.text_config
+    layer_types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
+    return CausalLM(converted, cache_specs=step.cache_specs(1), decoder=decoder, prefill_for=prefill_for,
+                    max_batch=max_batch, max_length=max_length, layer_types=layer_types,
+                    generation_config=_generation_config(model), name=type(model).__name__)
+
+
+def _convert_step(step: CausalLMStep, specs, rows, *, tokens: int, fixed: bool = False) -> JaxModel:
+    """`step` exported and converted: the batch symbolic (`rows`), and the number of new tokens
+    symbolic from an example of `tokens`, or fixed at `tokens` when `fixed` or 1 (a one-token
+    decoder); `_FixedCount` where torch.export fixes a count meant to be symbolic."""
+    batch = next(shape[0] for layer in specs for shape, _ in layer.values())
+    states = [{name: torch.zeros(shape, dtype=dtype) for name, (shape, dtype) in layer.items()} for layer in specs]
+    example = (torch.zeros(batch, tokens, dtype=torch.long), torch.ones(batch, step.max_length, dtype=torch.long),
+               torch.zeros(batch, tokens, dtype=torch.long), torch.tensor(1 if step.decoding else 0), states)
+    per_layer = [{name: {0: rows} for name in layer} for layer in states]
 
     def convert(count):
+        count = count or torch.export.Dim.STATIC
         dynamic = ({0: rows, 1: count}, {0: rows}, {0: rows, 1: count}, None, per_layer)
         return from_torch(step, example, dynamic_shapes=dynamic, train=False)
 
+    if fixed or tokens == 1:
+        return convert(None)
     try:
-        converted = convert(torch.export.Dim("tokens", min=1, max=max_length))
+        return convert(torch.export.Dim("tokens", min=1, max=step.max_length))
     except ExportError as e:
         # torch.export's solver cannot always prove a guard that holds for every token count
         # (Aria's `T * min(64, 64 * T) == 64 * T`); let it keep the count dynamic under its guards
         if "Constraints violated (tokens)" not in str(e):
             raise
-        converted = convert(torch.export.Dim.AUTO)
-        if 1 not in converted.program.user_inputs[0].dims:
-            raise ExportError(f"{type(model).__name__}: torch.export fixes the number of new tokens of its "
+        try:
+            converted = convert(torch.export.Dim.AUTO)
+        except ExportError as again:
+            if "Constraints violated" not in str(again):
+                raise
+            converted = None  # the count fixed, and the batch with it
+        if converted is None or 1 not in converted.program.user_inputs[0].dims:
+            raise _FixedCount(f"{type(step.model).__name__}: torch.export fixes the number of new tokens of its "
                               f"step, so it cannot serve both prefill and decode ({e})") from None
-    config = step.text_config
-    layer_types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
-    return CausalLM(converted, cache_shapes=step.cache_shapes(1), cache_dtype=dtypes.jax_dtype(dtype),
-                    max_batch=max_batch, max_length=max_length, layer_types=layer_types,
-                    generation_config=_generation_config(model), name=type(model).__name__)
+        return converted
 
 
 def _generation_config(model) -> Any:

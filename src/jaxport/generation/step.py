@@ -1,13 +1,18 @@
 """One step of a Hugging Face causal LM over an explicit cache, as a module `torch.export` traces.
 
 `from_causal_lm` exports this module once (batch and new-token count symbolic) and converts it;
-prefill and decode are two JAX traces of that one program. transformers is imported inside the
-functions that use it: it is an optional dependency (`jaxport[hf]`).
+prefill and decode are two JAX traces of that one program. A model with recurrent or
+linear-attention layers (Mamba, Jamba, Qwen3-Next, ...) runs prefill and decode through different
+code in transformers (a whole-sequence scan, or one recurrent update when a previous state exists
+and one token comes), so it is exported twice: `CausalLMStep(..., decoding=False)` for prompts
+written into a fresh cache, `decoding=True` for one token after them. transformers is imported
+inside the functions that use it: it is an optional dependency (`jaxport[hf]`).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any
 
 import torch
@@ -25,6 +30,16 @@ _STATES = {
     "DynamicIndexedLayer": {"indexer_keys": 1, "keys": 2, "values": 2},
     "DummyLayer": {},
 }
+#: transformers' layers that keep a recurrent layer's states (`conv_states` / `recurrent_states`,
+#: a dict of them by state index, fixed shapes with no slot axis), with or without keys and values
+#: of an attention beside them (`update_conv_state` / `update_recurrent_state`).
+_LINEAR = {
+    "LinearAttentionLayer": {},
+    "LinearAttentionAndFullAttentionLayer": {"keys": 2, "values": 2},
+    "LinearAttentionAndSlidingWindowAttentionLayer": {"keys": 2, "values": 2},
+}
+#: How a recurrent layer's state `index` is named in the layer's dict.
+_RECURRENT_NAMES = {"conv_states": "conv_{}", "recurrent_states": "recurrent_{}"}
 
 
 class CausalLMStep(torch.nn.Module):
@@ -32,8 +47,9 @@ class CausalLMStep(torch.nn.Module):
     `(input_ids [B, T], attention_mask [B, L], position_ids [B, T], length [], states) ->
     (logits [B, T, V], states)`, with `states` one dict of tensors per layer (see `_STATES`:
     `keys` and `values` `[B, kv_heads, L, head_dim]`, a DSA indexer's `indexer_keys`
-    `[B, L, size]`, nothing for a layer that reads another's), of which slots
-    `length .. length + T` get the new tokens.
+    `[B, L, size]`, a recurrent layer's `conv_<i>` and `recurrent_<i>` of their own fixed shapes,
+    nothing for a layer that reads another's), of which slots `length .. length + T` get the new
+    tokens.
 
     transformers' own `StaticCache` layers do the writing (`index_copy` at `arange(T) + length`)
     and the model's own mask code builds each layer's 4-D mask from the 2-D slot mask (1 where a
@@ -43,106 +59,180 @@ class CausalLMStep(torch.nn.Module):
     constants mutated. Sliding-window layers keep all L slots, masked to their window:
     transformers' rolling `StaticSlidingWindowLayer` branches on a Python int and so cannot be
     exported as one step.
+
+    A model with recurrent layers (`recurrent`) needs two of these: `decoding=False` runs a
+    prompt from an empty cache (`length` 0, the recurrent states ignored, as transformers'
+    prefill ignores them) and gets the prompt's own `[B, T]` mask, as transformers gives it;
+    `decoding=True` runs one token (T = 1) after earlier ones.
     """
 
-    def __init__(self, model: torch.nn.Module, max_length: int):
+    def __init__(self, model: torch.nn.Module, max_length: int, *, decoding: bool = False):
         super().__init__()
         self.model = model
         self.max_length = max_length
+        self.decoding = decoding
         self.text_config = model.config.get_text_config()
-        #: Each layer's states as it caches them ({name: shape without the batch, slots included}),
-        #: and the dtype it caches in (under autocast, if the caller traces under it).
-        self.layer_states, self.cache_dtype = _cached_states(model, max_length)
+        #: Each layer's states as it caches them ({name: (shape without the batch, slots included,
+        #: dtype)}, in the dtypes it caches in (under autocast, if the caller traces under it).
+        self.layer_states = _cached_states(model, max_length)
+        #: Whether some layer keeps recurrent states: prefill and decode are then two programs.
+        self.recurrent = any(name.startswith(tuple(p.format("") for p in _RECURRENT_NAMES.values()))
+                             for layer in self.layer_states for name in layer)
+        self._attends = any("keys" in layer for layer in self.layer_states)
+        forward = inspect.signature(model.forward).parameters
+        # Mamba-style models take their cache as `cache_params`; the rest as `past_key_values`
+        self._cache_argument = "cache_params" if "cache_params" in forward else "past_key_values"
+        self._takes_positions = "position_ids" in forward
 
-    def cache_shapes(self, batch: int) -> list[dict[str, tuple[int, ...]]]:
-        """Each layer's states' shapes for `batch` rows."""
-        return [{name: (batch, *shape) for name, shape in layer.items()} for layer in self.layer_states]
+    def cache_specs(self, batch: int) -> list[dict[str, tuple[tuple[int, ...], torch.dtype]]]:
+        """Each layer's states for `batch` rows: {name: (shape, dtype)}."""
+        return [{name: ((batch, *shape), dtype) for name, (shape, dtype) in layer.items()}
+                for layer in self.layer_states]
 
     def _static_cache(self, length: torch.Tensor, states: list[dict]) -> Any:
         from transformers.cache_utils import (
+            LinearAttentionAndStaticFullAttentionLayer,
+            LinearAttentionLayer,
             StaticCache,
             StaticIndexedLayer,
             StaticLayer,
-            StaticSlidingWindowLayer,
         )
 
         cache = StaticCache(config=self.text_config, max_cache_len=self.max_length)
         if len(cache.layers) != len(states):
             raise InputError(f"{type(self.model).__name__}: its static cache has {len(cache.layers)} layers, "
                              f"but it cached {len(states)}")
-        # The tokens already cached, as a size torch.export can reason about: code such as MPT's
-        # `max(0, 1 - (T + seen))` then stays static instead of branching on a tensor's value.
-        seen = length.item()
-        torch._check(seen >= 0)
-        torch._check(seen <= self.max_length)
-        for i, (layer, state) in enumerate(zip(cache.layers, states)):
+        if self.recurrent and not self.decoding:
+            seen: Any = 0  # a prompt into an empty cache: what makes transformers' prefill code run
+        else:
+            # The tokens already cached, as a size torch.export can reason about: code such as MPT's
+            # `max(0, 1 - (T + seen))` then stays static instead of branching on a tensor's value.
+            seen = length.item()
+            torch._check(seen >= (1 if self.decoding else 0))
+            torch._check(seen <= self.max_length)
+        for i, state in enumerate(states):
             if not state:
                 continue  # a layer that caches nothing keeps transformers' own placeholder
-            if type(layer) not in (StaticLayer, StaticSlidingWindowLayer, StaticIndexedLayer):
-                raise InputError(f"{type(self.model).__name__}: jaxport.from_causal_lm supports attention "
-                                 f"layers with a key/value cache; layer {i} is a {type(layer).__name__}")
-            indexed = "indexer_keys" in state
-            layer = cache.layers[i] = _step_layer_class(StaticIndexedLayer if indexed else StaticLayer)(
-                self.max_length)
-            layer.seen = seen
-            k, v = state["keys"].clone(), state["values"].clone()
-            layer.keys, layer.values = k, v
-            layer.dtype, layer.device = k.dtype, k.device
-            layer.batch_size, layer.num_heads = k.shape[:2]
-            layer.k_head_dim, layer.v_head_dim = k.shape[-1], v.shape[-1]
-            layer.cumulative_length = length.clone()  # every layer adds T to its own counter
-            layer.is_initialized = True
-            if indexed:
-                layer.indexer_keys = state["indexer_keys"].clone()
-                layer.indexer_dtype, layer.indexer_device = layer.indexer_keys.dtype, layer.indexer_keys.device
-                layer.indexer_cumulative_length = length.clone()
-                layer.is_indexer_initialized = True
+            recurrent = {name: tensor for name, tensor in state.items() if name not in ("keys", "values", "indexer_keys")}
+            if "keys" not in state:
+                layer = cache.layers[i] = _recurrent_layer_class(LinearAttentionLayer)(
+                    number_of_states=_state_count(recurrent))
+            else:
+                if recurrent:
+                    base = LinearAttentionAndStaticFullAttentionLayer
+                    layer = _recurrent_layer_class(_step_layer_class(base))(
+                        self.max_length, number_of_states=_state_count(recurrent))
+                else:
+                    base = StaticIndexedLayer if "indexer_keys" in state else StaticLayer
+                    layer = _step_layer_class(base)(self.max_length)
+                cache.layers[i] = layer
+                _fill_attention(layer, state, seen, length)
+            if recurrent:
+                _fill_recurrent(layer, recurrent, previous=self.decoding)
         return cache
 
     def forward(self, input_ids, attention_mask, position_ids, length, states):
         cache = self._static_cache(length, states)
+        if self.recurrent and not self.decoding:
+            # transformers gives a prompt's recurrent layers its own [B, T] mask: they zero its padding
+            attention_mask = attention_mask[:, : input_ids.shape[1]]
+        elif self.recurrent and not self._attends:
+            attention_mask = None  # as Mamba's generate decodes: one new token is never padding
+        kwargs = {"position_ids": position_ids} if self._takes_positions else {}
         with grouped_query_attention():
-            out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                             past_key_values=cache, use_cache=True)
-        return out.logits, [{name: getattr(layer, name) for name in state}
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=True,
+                             **{self._cache_argument: cache}, **kwargs)
+        return out.logits, [{name: _state(layer, name) for name in state}
                             for layer, state in zip(cache.layers, states)]
 
 
-def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[str, tuple[int, ...]]], torch.dtype]:
-    """Each layer's states ({name: shape without the batch, `max_length` slots}), read from what
-    the model caches in one forward of two tokens: multi-query, grouped-query and latent
-    attention (keys and values of different sizes), indexers, shared layers and layers unlike
-    their neighbours all as they are, not as the config's head counts would have them."""
+def _state_count(recurrent: dict) -> int:
+    return 1 + max(int(name.rsplit("_", 1)[1]) for name in recurrent)
+
+
+def _fill_attention(layer: Any, state: dict, seen: Any, length: torch.Tensor) -> None:
+    """Set a static attention layer's keys and values (and indexer keys) to copies of `state`'s."""
+    layer.seen = seen
+    k, v = state["keys"].clone(), state["values"].clone()
+    layer.keys, layer.values = k, v
+    layer.dtype, layer.device = k.dtype, k.device
+    layer.batch_size, layer.num_heads = k.shape[:2]
+    layer.k_head_dim, layer.v_head_dim = k.shape[-1], v.shape[-1]
+    layer.cumulative_length = length.clone()  # every layer adds T to its own counter
+    layer.is_initialized = True
+    if "indexer_keys" in state:
+        layer.indexer_keys = state["indexer_keys"].clone()
+        layer.indexer_dtype, layer.indexer_device = layer.indexer_keys.dtype, layer.indexer_keys.device
+        layer.indexer_cumulative_length = length.clone()
+        layer.is_indexer_initialized = True
+
+
+def _fill_recurrent(layer: Any, recurrent: dict, *, previous: bool) -> None:
+    """Set a recurrent layer's conv and recurrent states to copies of `recurrent`'s, with
+    `has_previous_state` as transformers has it after a prefill (`previous`) or before one."""
+    for name, tensor in recurrent.items():
+        kind, index = name.rsplit("_", 1)
+        index = int(index)
+        layer.dtype, layer.device = tensor.dtype, tensor.device
+        if kind == "conv":
+            layer.conv_states[index] = tensor.clone()
+            layer.conv_kernel_size[index] = tensor.shape[-1]
+            layer.is_conv_states_initialized[index] = True
+        else:
+            layer.recurrent_states[index] = tensor.clone()
+            layer.is_recurrent_states_initialized[index] = True
+        layer.has_previous_state[index] = previous
+
+
+def _state(layer: Any, name: str) -> torch.Tensor:
+    """A layer's state `name` as `CausalLMStep` names it."""
+    kind, _, index = name.rpartition("_")
+    if kind in ("conv", "recurrent"):
+        return getattr(layer, f"{kind}_states")[int(index)]
+    return getattr(layer, name)
+
+
+def _cached_states(model: torch.nn.Module, max_length: int) -> list[dict[str, tuple[tuple[int, ...], torch.dtype]]]:
+    """Each layer's states ({name: (shape without the batch, `max_length` slots where it has
+    slots, dtype)}), read from what the model caches in one forward of two tokens: multi-query,
+    grouped-query and latent attention (keys and values of different sizes), indexers, recurrent
+    layers' conv and scan states, shared layers and layers unlike their neighbours all as they
+    are, not as the config's head counts would have them."""
     from transformers.cache_utils import DynamicCache
 
     name = type(model).__name__
     with torch.no_grad():
         out = model(input_ids=torch.zeros(1, 2, dtype=torch.long), use_cache=True)
-    cache = getattr(out, "past_key_values", None)
+    cache = getattr(out, "past_key_values", None) or getattr(out, "cache_params", None)
     if not isinstance(cache, DynamicCache):
         raise InputError(f"{name}: jaxport.from_causal_lm needs a model that returns a key/value cache "
                          f"(DynamicCache); it returned {type(cache).__name__}")
-    layers, dtype = [], None
+    layers = []
     for i, layer in enumerate(cache.layers):
         kind = type(layer).__name__
-        if kind not in _STATES:
+        if kind not in _STATES and kind not in _LINEAR:
             raise InputError(f"{name}: jaxport.from_causal_lm supports attention layers with a key/value "
-                             f"cache; layer {i} caches a {kind}")
+                             f"cache and recurrent layers; layer {i} caches a {kind}")
         if getattr(layer, "indexer_position_ids", None) is not None:
             raise InputError(f"{name}: layer {i}'s indexer keeps position ids, which from_causal_lm does not carry")
         states = {}
-        for state, slot_axis in _STATES[kind].items():
+        for state, slot_axis in {**_STATES.get(kind, {}), **_LINEAR.get(kind, {})}.items():
             tensor = getattr(layer, state, None)
             if not isinstance(tensor, torch.Tensor) or tensor.ndim <= slot_axis or tensor.shape[slot_axis] != 2:
                 raise InputError(f"{name}: layer {i} ({kind}) cached no {state} of two tokens")
             shape = list(tensor.shape[1:])
             shape[slot_axis - 1] = max_length
-            states[state] = tuple(shape)
-            dtype = dtype or tensor.dtype
-        layers.append(states)
-    if dtype is None:
-        raise InputError(f"{name}: no layer of it caches keys and values")
-    return layers, dtype
+            states[state] = (tuple(shape), tensor.dtype)
+        for attribute, pattern in _RECURRENT_NAMES.items():
+            for index, tensor in (getattr(layer, attribute, None) or {}).items():
+                if tensor is not None:
+                    states[pattern.format(index)] = (tuple(tensor.shape[1:]), tensor.dtype)
+        if kind in _LINEAR and not any(s.startswith(("conv_", "recurrent_")) for s in states):
+            raise InputError(f"{name}: layer {i} ({kind}) kept no recurrent state after two tokens")
+        layers.append(dict(sorted(states.items())))
+    if not any(layers):
+        raise InputError(f"{name}: no layer of it caches keys, values or recurrent states")
+    return layers
 
 
 @functools.cache
@@ -164,3 +254,24 @@ def _step_layer_class(base: type) -> type:
 
     StepLayer.__name__ = StepLayer.__qualname__ = f"Step{base.__name__}"
     return StepLayer
+
+
+@functools.cache
+def _recurrent_layer_class(base: type) -> type:
+    """transformers' recurrent layer `base` whose prefill stores the last `kernel` inputs of a
+    convolution without branching on the prompt's length: transformers pads a prompt shorter than
+    the kernel with an `if` on its length, which would fix the length of an exported prefill.
+    Zeros before the prompt then a slice are the same states for every length."""
+
+    class RecurrentStepLayer(base):
+        def update_conv_state(self, conv_states, state_idx=0, **kwargs):
+            if self.has_previous_state[state_idx]:
+                return super().update_conv_state(conv_states, state_idx, **kwargs)
+            kernel = self.conv_kernel_size[state_idx]
+            padded = torch.nn.functional.pad(conv_states, (kernel, 0))
+            self.conv_states[state_idx] = padded[..., -kernel:].to(self.conv_states[state_idx].dtype)
+            self.has_previous_state[state_idx] = True
+            return conv_states
+
+    RecurrentStepLayer.__name__ = RecurrentStepLayer.__qualname__ = f"RecurrentStep{base.__name__}"
+    return RecurrentStepLayer

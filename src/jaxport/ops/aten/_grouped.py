@@ -41,6 +41,8 @@ def grouped_rows(a, b, sizes, compute_dtype):
 
     if a.shape[0] == 0:
         return jnp.zeros((0, b.shape[2]), compute_dtype)
+    if not jax.core.is_constant_dim(a.shape[0]):
+        return general(a, b, sizes)  # a symbolic row count (jax.export) cannot size CPU windows
     return lax.platform_dependent(a, b, sizes, cpu=lambda a, b, sizes: _by_windows(a, b, sizes, compute_dtype),
                                   default=general)
 
