@@ -74,7 +74,7 @@ class CausalLMStep(torch.nn.Module):
         self.text_config = model.config.get_text_config()
         #: Each layer's states as it caches them ({name: (shape without the batch, slots included,
         #: dtype)}, in the dtypes it caches in (under autocast, if the caller traces under it).
-        self.layer_states = _cached_states(model, max_length)
+        self.layer_states, self._cross_attention = _cached_states(model, max_length)
         #: Whether some layer keeps recurrent states: prefill and decode are then two programs.
         self.recurrent = any(name.startswith(tuple(p.format("") for p in _RECURRENT_NAMES.values()))
                              for layer in self.layer_states for name in layer)
@@ -139,9 +139,16 @@ class CausalLMStep(torch.nn.Module):
         elif self.recurrent and not self._attends:
             attention_mask = None  # as Mamba's generate decodes: one new token is never padding
         kwargs = {"position_ids": position_ids} if self._takes_positions else {}
+        if self._cross_attention:
+            from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+            # a BERT-style decoder keeps its self-attention's cache beside an empty cross-attention one
+            model_cache = EncoderDecoderCache(cache, DynamicCache())
+        else:
+            model_cache = cache
         with grouped_query_attention():
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=True,
-                             **{self._cache_argument: cache}, **kwargs)
+                             **{self._cache_argument: model_cache}, **kwargs)
         return out.logits, [{name: _state(layer, name) for name in state}
                             for layer, state in zip(cache.layers, states)]
 
@@ -192,18 +199,24 @@ def _state(layer: Any, name: str) -> torch.Tensor:
     return getattr(layer, name)
 
 
-def _cached_states(model: torch.nn.Module, max_length: int) -> list[dict[str, tuple[tuple[int, ...], torch.dtype]]]:
+def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[str, tuple[tuple[int, ...], torch.dtype]]], bool]:
     """Each layer's states ({name: (shape without the batch, `max_length` slots where it has
     slots, dtype)}), read from what the model caches in one forward of two tokens: multi-query,
     grouped-query and latent attention (keys and values of different sizes), indexers, recurrent
     layers' conv and scan states, shared layers and layers unlike their neighbours all as they
-    are, not as the config's head counts would have them."""
-    from transformers.cache_utils import DynamicCache
+    are, not as the config's head counts would have them. And whether the model keeps them in
+    an `EncoderDecoderCache` (a BERT-style decoder, its cross-attention cache left empty)."""
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
     name = type(model).__name__
     with torch.no_grad():
         out = model(input_ids=torch.zeros(1, 2, dtype=torch.long), use_cache=True)
     cache = getattr(out, "past_key_values", None) or getattr(out, "cache_params", None)
+    cross_attention = isinstance(cache, EncoderDecoderCache)
+    if cross_attention:
+        if cache.cross_attention_cache.get_seq_length():
+            raise InputError(f"{name}: it cross-attends to an encoder's states, which from_causal_lm does not take")
+        cache = cache.self_attention_cache
     if not isinstance(cache, DynamicCache):
         raise InputError(f"{name}: jaxport.from_causal_lm needs a model that returns a key/value cache "
                          f"(DynamicCache); it returned {type(cache).__name__}")
@@ -232,7 +245,7 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> list[dict[str, tu
         layers.append(dict(sorted(states.items())))
     if not any(layers):
         raise InputError(f"{name}: no layer of it caches keys, values or recurrent states")
-    return layers
+    return layers, cross_attention
 
 
 @functools.cache

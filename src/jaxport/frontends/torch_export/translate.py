@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 from torch.export import ExportedProgram
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.export.graph_signature import InputKind, OutputKind
 
 from ... import dlpack, dtypes
@@ -43,6 +44,7 @@ class _Translator:
         self.nodes: list[Node] = []
         self.corrected_specs: dict[str, tuple] = {}  # fx node name -> its outputs' specs, put right
         self.view_writes: dict[torch.fx.Node, list[torch.fx.Node]] = {}  # see `view_writes`
+        self.sizes: dict[Any, torch.fx.Node] = {}  # a size's expression -> the first node computing it
 
     def arg(self, value):
         if isinstance(value, torch.fx.Node):
@@ -94,6 +96,11 @@ class _Translator:
         if size is not None:
             self.rename[node.name] = size
             return
+        if self.sized_range(node, prefix):
+            return
+        val = node.meta.get("val")
+        if isinstance(val, torch.SymInt) and not free_unbacked_symbols(val):
+            self.sizes.setdefault(val.node.expr, node)
         op = op_name(target)
         view_chain = self.view_writes.get(node)
         written = None
@@ -120,6 +127,39 @@ class _Translator:
             self.write_back(view_chain, Ref(name), node)
         elif written is not None:
             self.rename[written.name] = Ref(name)
+
+    def sized_range(self, node: torch.fx.Node, prefix: str) -> bool:
+        """`arange(start, end[, step])` whose bounds are run-time values but whose length is a size
+        the graph already computes (`arange(seen, seen + T)`, with `seen` the tokens a cache holds):
+        translated as `start + arange(length) * step`, so JAX knows its length when it traces.
+        False, translating nothing, for any other node."""
+        if node.target not in (torch.ops.aten.arange.start, torch.ops.aten.arange.start_step):
+            return False
+        val = node.meta.get("val")
+        bounds = node.args[:2]
+        if not isinstance(val, torch.Tensor) or val.ndim != 1 or not any(
+                isinstance(b, torch.fx.Node) and free_unbacked_symbols(b.meta.get("val")) for b in bounds):
+            return False
+        length = val.shape[0]
+        if not isinstance(length, torch.SymInt) or free_unbacked_symbols(length) or length.node.expr not in self.sizes:
+            return False
+        step = node.args[2] if len(node.args) > 2 else 1
+        kwargs = self.kwargs(node)
+        where = dict(module_path=module_path(node), source=source(node))
+        name = prefix + node.name
+        value = self._emit(f"{name}_counts", "aten.arange.default", (self.arg(self.sizes[length.node.expr]),),
+                           kwargs, where)
+        if not (isinstance(step, (int, float)) and step == 1):
+            value = self._emit(f"{name}_steps", "aten.mul.Tensor", (value, self.arg(step)), {}, where)
+        self._emit(name, "aten.add.Tensor", (value, self.arg(bounds[0])), {}, where,
+                   expected=recorded_spec(node, self.corrected_specs))
+        if prefix:
+            self.rename[node.name] = Ref(name)
+        return True
+
+    def _emit(self, name: str, op: str, args: tuple, kwargs: dict, where: dict, expected: Any = None) -> Ref:
+        self.nodes.append(Node(name=name, op=op, args=args, kwargs=kwargs, expected=expected, **where))
+        return Ref(name)
 
     def write_back(self, chain: list[torch.fx.Node], value: Ref, write: torch.fx.Node) -> None:
         """Scatter a view's new value into its base, and that into the base's base, down the
