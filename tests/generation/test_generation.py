@@ -52,6 +52,11 @@ CONFIGS = {
     "mamba": dict(state_size=4, expand=2, conv_kernel=4),
     "jamba": dict(attn_layer_period=2, attn_layer_offset=1, num_experts=2, expert_layer_period=2,
                   expert_layer_offset=1, mamba_d_state=4, mamba_expand=2, pad_token_id=0),
+    # BERT-style decoders: positions from arange(cache length, cache length + T); a cache that
+    # is an EncoderDecoderCache with its cross-attention half empty
+    "roformer": dict(is_decoder=True, embedding_size=32, max_position_embeddings=64),
+    "rembert": dict(is_decoder=True, input_embedding_size=16, output_embedding_size=16, pad_token_id=0,
+                    bos_token_id=1, eos_token_id=2),
 }
 #: Qwen3-Next: a gated-delta-rule linear-attention layer beside a full-attention one; one prefill
 #: program serves every prompt length.

@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 from torch.export import ExportedProgram
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.export.graph_signature import InputKind, OutputKind
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from ... import dlpack, dtypes
 from ...errors import ExportError, ModelFileError
