@@ -475,14 +475,14 @@ def test_recurrent_layers_prefill_fresh_and_decode_one_token(tmp_path):
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     ids, mask = prompts()
     lm = jaxport.from_causal_lm(model, max_length=ids.shape[1] + 10, max_batch=3)
-    assert lm.recurrent and lm.step is not None  # its prefill takes any prompt length
+    assert lm.split and lm.step is not None  # its prefill takes any prompt length
     np.testing.assert_array_equal(np.asarray(lm.generate(ids, mask, max_new_tokens=10, pad_token_id=0)),
                                   hf_generate(model, ids, mask, do_sample=False, max_new_tokens=10))
     cache = lm.init_cache(3)
     assert {"conv_0", "recurrent_0"} <= set(cache["layers"][0]) and set(cache["layers"][1]) == {"keys", "values"}
 
     logits, cache = lm.prefill(lm.params, cache, ids.numpy(), mask.numpy())
-    with pytest.raises(jaxport.InputError, match="prefill an empty cache only"):
+    with pytest.raises(jaxport.InputError, match="starts from an empty cache"):
         lm.prefill(lm.params, cache, ids.numpy(), mask.numpy())
     with pytest.raises(jaxport.InputError, match="one token at a time, got 2"):
         lm.decode(lm.params, cache, np.zeros((3, 2), np.int32), np.zeros((3, 2), np.int32))

@@ -5,7 +5,8 @@
 batch and the number of new tokens symbolic) and converts it once; prefill (T = prompt length)
 and decode (T = 1) are two JAX traces of that one program. A model with recurrent layers
 (Mamba, Jamba, Qwen3-Next, ...) gets two programs, a prefill from an empty cache and a one-token
-decode, as transformers runs them through different code. The cache is a pytree of preallocated
+decode, as transformers runs them through different code; so does a model whose code branches on
+whether its cache is empty (GIT), which torch.export cannot trace as one program. The cache is a pytree of preallocated
 arrays the caller owns:
 
     {"layers": [{"keys": [B, kv_heads, L, head_dim], "values": [...]}, ...],  # one per layer, as it
@@ -84,9 +85,9 @@ class CausalLM:
     XLA writes the new keys and values into the arrays passed in. `generate` is Hugging Face's
     `generate` as one jitted function. Built by `jaxport.from_causal_lm`.
 
-    A model with recurrent layers (`recurrent`) has a second program, `decoder`, for one token
-    after a prompt; its prefill starts from an empty cache and its decode takes one token at a
-    time, as transformers' generate runs such models. Where the model's own code loops over the
+    A model with recurrent layers, or whose code branches on whether its cache is empty, has a
+    second program (`split`), `decoder`, for one token after a prompt; its prefill starts from an
+    empty cache and its decode takes one token at a time, as transformers' generate runs them. Where the model's own code loops over the
     prompt's tokens in Python (transformers' reference scans), no one program serves every
     prompt length: `step` is then None and a prefill program is exported for each prompt length
     the first time it is met (seconds each), by `prefill_for`.
@@ -99,9 +100,9 @@ class CausalLM:
         if step is None and (decoder is None or prefill_for is None):
             raise InputError(f"{name}: a CausalLM without one prefill program needs a decoder and prefill_for")
         self.step = step
-        #: The one-token program of a model with recurrent layers (None: `step` serves both).
+        #: The one-token program where prefill and decode are two programs (None: `step` serves both).
         self.decoder = decoder
-        self.recurrent = decoder is not None
+        self.split = decoder is not None
         self._prefill_for = prefill_for
         self._prefills: dict[int, JaxModel] = {}  # prompt length -> program, where `step` is None
         self._prefills_lock = threading.Lock()
@@ -147,8 +148,8 @@ class CausalLM:
         """`prefill_step`, jitted, with the cache donated; refuses a prompt the cache has no room for
         (it reads the cache's length back from the device to check)."""
         self._check_room(cache, np.shape(input_ids)[-1])
-        if self.recurrent and not isinstance(cache["length"], jax.core.Tracer) and int(cache["length"]):
-            raise InputError(f"{self.name}: its recurrent layers prefill an empty cache only (this one holds "
+        if self.split and not isinstance(cache["length"], jax.core.Tracer) and int(cache["length"]):
+            raise InputError(f"{self.name}: its prefill program starts from an empty cache (this one holds "
                              f"{int(cache['length'])} tokens); continue with decode, one token at a time")
         return self._jitted_prefill(params, cache, input_ids, attention_mask)
 
@@ -177,14 +178,15 @@ class CausalLM:
 
         Pure, for use inside a caller's own `jit`; with `checked=True` a write past `max_length`
         is a `checkify` error (run it under `jax.experimental.checkify.checkify`), otherwise
-        only `prefill` (outside jit) refuses it. A model with recurrent layers prefills an empty
-        cache only (its states are started afresh, as transformers' prefill starts them); with
-        `checked`, a cache holding tokens is a `checkify` error too."""
+        only `prefill` (outside jit) refuses it. Where prefill and decode are two programs
+        (`split`), prefill writes into an empty cache only (recurrent states are started afresh,
+        as transformers' prefill starts them); with `checked`, a cache holding tokens is a
+        `checkify` error too."""
         input_ids = jnp.asarray(input_ids)
         self._check_room(cache, input_ids.shape[1], checked)
-        if self.recurrent and checked and isinstance(cache["length"], jax.core.Tracer):
-            checkify.check(cache["length"] == 0, f"{self.name}: its recurrent layers prefill an empty cache "
-                           "only; this one holds {length} tokens", length=cache["length"])
+        if self.split and checked and isinstance(cache["length"], jax.core.Tracer):
+            checkify.check(cache["length"] == 0, f"{self.name}: its prefill program starts from an empty "
+                           "cache; this one holds {length} tokens", length=cache["length"])
         mask = jnp.ones(input_ids.shape, jnp.int32) if attention_mask is None else jnp.asarray(attention_mask, jnp.int32)
         slots = lax.dynamic_update_slice(cache["mask"], mask, (0, cache["length"]))
         # counted over every slot, so a prompt written after earlier tokens continues their positions
@@ -193,11 +195,12 @@ class CausalLM:
 
     def decode_step(self, params, cache: dict, tokens, positions, *, checked: bool = False) -> tuple[jax.Array, dict]:
         """Write `tokens` [B, T] (usually T = 1) at `positions` [B, T]: (logits, cache). Pure;
-        `checked` as for `prefill_step`. A model with recurrent layers decodes one token at a time."""
+        `checked` as for `prefill_step`. Where prefill and decode are two programs (`split`),
+        decode takes one token at a time."""
         tokens = jnp.asarray(tokens)
         self._check_room(cache, tokens.shape[1], checked)
-        if self.recurrent and tokens.shape[1] != 1:
-            raise InputError(f"{self.name}: its recurrent layers decode one token at a time, got {tokens.shape[1]}")
+        if self.split and tokens.shape[1] != 1:
+            raise InputError(f"{self.name}: its decode program takes one token at a time, got {tokens.shape[1]}")
         slots = lax.dynamic_update_slice(cache["mask"], jnp.ones(tokens.shape, jnp.int32), (0, cache["length"]))
         return self._run(params, cache, tokens, slots, jnp.asarray(positions), decoding=True)
 
@@ -231,15 +234,15 @@ class CausalLM:
         the batch and the number of new tokens symbolic: it serves both prefill and decode steps,
         `(input_ids, slot mask, positions, length, layer states) -> (logits, layer states)` (the
         artifact takes the states flat: each layer's arrays in turn, by sorted name), on
-        its own weights, without PyTorch or the converter. For a model with recurrent layers it
-        is the prefill program; `decoder=True` gives the one-token program (one new token, a
+        its own weights, without PyTorch or the converter. Where prefill and decode are two
+        programs (`split`) it is the prefill program; `decoder=True` gives the one-token program (one new token, a
         length of at least 1). Where each prompt length has its own prefill program, `prompt_length`
         says which."""
         if not decoder and self.step is None and prompt_length is None:
             raise InputError(f"{self.name}: each prompt length has its own prefill program; "
                              "export(prompt_length=...) one of them, or the decoder (decoder=True)")
         if decoder and self.decoder is None:
-            raise InputError(f"{self.name}: one program serves prefill and decode (no recurrent layers); "
+            raise InputError(f"{self.name}: one program serves prefill and decode; "
                              "export it with decoder=False")
         cache = self.init_cache(min(2, self.max_batch))
         batch = cache["mask"].shape[0]
@@ -571,19 +574,25 @@ def _from_causal_lm(model, max_length: int, max_batch: int, autocast: Callable) 
     batch = min(2, max_batch)  # 2 keeps torch.export from specializing the batch to 1
     specs = step.cache_specs(batch)
     rows = torch.export.Dim("batch", min=1, max=max_batch) if max_batch > 1 else torch.export.Dim.STATIC
+    try:
+        converted = None if step.split else _convert_step(step, specs, rows, tokens=2)
+    except ExportError as e:
+        # code that branches on whether the cache holds tokens (GIT's `past_length > 0`): a
+        # prefill from an empty cache and a decode after it are each one program
+        if "GuardOnDataDependentSymNode" not in str(e):
+            raise
+        step = CausalLMStep(model, max_length, split=True)
     decoder = prefill_for = None
-    if step.recurrent:
+    if step.split:
         decoder = _convert_step(CausalLMStep(model, max_length, decoding=True), specs, rows, tokens=1)
 
         def prefill_for(count: int) -> JaxModel:
             with autocast():
                 return _convert_step(step, specs, rows, tokens=count, fixed=True)
-    try:
-        converted = _convert_step(step, specs, rows, tokens=2)
-    except _FixedCount:
-        if not step.recurrent:
-            raise
-        converted = None  # a scan over the prompt in Python: a prefill program per prompt length
+        try:
+            converted = _convert_step(step, specs, rows, tokens=2)
+        except _FixedCount:
+            converted = None  # a scan over the prompt in Python: a prefill program per prompt length
     config = step.text_config
     layer_types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
     return CausalLM(converted, cache_specs=step.cache_specs(1), decoder=decoder, prefill_for=prefill_for,

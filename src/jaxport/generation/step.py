@@ -4,8 +4,9 @@
 prefill and decode are two JAX traces of that one program. A model with recurrent or
 linear-attention layers (Mamba, Jamba, Qwen3-Next, ...) runs prefill and decode through different
 code in transformers (a whole-sequence scan, or one recurrent update when a previous state exists
-and one token comes), so it is exported twice: `CausalLMStep(..., decoding=False)` for prompts
-written into a fresh cache, `decoding=True` for one token after them. transformers is imported
+and one token comes), and some models branch on whether the cache is empty (GIT); these are
+exported twice (`split`): `CausalLMStep(..., split=True)` for prompts written into an empty
+cache, `decoding=True` for one token after them. transformers is imported
 inside the functions that use it: it is an optional dependency (`jaxport[hf]`).
 """
 
@@ -60,13 +61,14 @@ class CausalLMStep(torch.nn.Module):
     transformers' rolling `StaticSlidingWindowLayer` branches on a Python int and so cannot be
     exported as one step.
 
-    A model with recurrent layers (`recurrent`) needs two of these: `decoding=False` runs a
-    prompt from an empty cache (`length` 0, the recurrent states ignored, as transformers'
-    prefill ignores them) and gets the prompt's own `[B, T]` mask, as transformers gives it;
-    `decoding=True` runs one token (T = 1) after earlier ones.
+    A model with recurrent layers (`recurrent`), or one whose code branches on whether the cache
+    holds tokens, needs two of these (`split`): `split=True` runs a prompt from an empty cache
+    (`length` 0, recurrent states ignored, as transformers' prefill ignores them; a recurrent
+    model gets the prompt's own `[B, T]` mask, as transformers gives it); `decoding=True` runs
+    one token (T = 1) after earlier ones.
     """
 
-    def __init__(self, model: torch.nn.Module, max_length: int, *, decoding: bool = False):
+    def __init__(self, model: torch.nn.Module, max_length: int, *, split: bool = False, decoding: bool = False):
         super().__init__()
         self.model = model
         self.max_length = max_length
@@ -78,6 +80,8 @@ class CausalLMStep(torch.nn.Module):
         #: Whether some layer keeps recurrent states: prefill and decode are then two programs.
         self.recurrent = any(name.startswith(tuple(p.format("") for p in _RECURRENT_NAMES.values()))
                              for layer in self.layer_states for name in layer)
+        #: Whether this is one of two programs, for a prompt into an empty cache or one token after.
+        self.split = split or decoding or self.recurrent
         self._attends = any("keys" in layer for layer in self.layer_states)
         forward = inspect.signature(model.forward).parameters
         # Mamba-style models take their cache as `cache_params`; the rest as `past_key_values`
@@ -102,7 +106,7 @@ class CausalLMStep(torch.nn.Module):
         if len(cache.layers) != len(states):
             raise InputError(f"{type(self.model).__name__}: its static cache has {len(cache.layers)} layers, "
                              f"but it cached {len(states)}")
-        if self.recurrent and not self.decoding:
+        if self.split and not self.decoding:
             seen: Any = 0  # a prompt into an empty cache: what makes transformers' prefill code run
         else:
             # The tokens already cached, as a size torch.export can reason about: code such as MPT's
