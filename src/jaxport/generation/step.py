@@ -235,6 +235,11 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[s
         states = {}
         for state, slot_axis in {**_STATES.get(kind, {}), **_LINEAR.get(kind, {})}.items():
             tensor = getattr(layer, state, None)
+            flag = "is_indexer_initialized" if state == "indexer_keys" else "is_initialized"
+            if tensor is None and not getattr(layer, flag, True):
+                # what the text never reaches (Mllama's cross-attention without an image, an
+                # indexer a layer borrows from another): nothing to carry
+                continue
             if not isinstance(tensor, torch.Tensor) or tensor.ndim <= slot_axis or tensor.shape[slot_axis] != 2:
                 raise InputError(f"{name}: layer {i} ({kind}) cached no {state} of two tokens")
             shape = list(tensor.shape[1:])
