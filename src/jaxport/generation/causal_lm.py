@@ -6,8 +6,8 @@ batch and the number of new tokens symbolic) and converts it once; prefill (T = 
 and decode (T = 1) are two JAX traces of that one program. A model with recurrent layers
 (Mamba, Jamba, Qwen3-Next, ...) gets two programs, a prefill from an empty cache and a one-token
 decode, as transformers runs them through different code; so does a model whose code branches on
-whether its cache is empty (GIT), which torch.export cannot trace as one program. The cache is a pytree of preallocated
-arrays the caller owns:
+whether its cache is empty (GIT), which torch.export cannot trace as one program. The cache is a
+pytree of preallocated arrays the caller owns:
 
     {"layers": [{"keys": [B, kv_heads, L, head_dim], "values": [...]}, ...],  # one per layer, as it
                                                            # caches (step._STATES; a recurrent
@@ -87,10 +87,10 @@ class CausalLM:
 
     A model with recurrent layers, or whose code branches on whether its cache is empty, has a
     second program (`split`), `decoder`, for one token after a prompt; its prefill starts from an
-    empty cache and its decode takes one token at a time, as transformers' generate runs them. Where the model's own code loops over the
-    prompt's tokens in Python (transformers' reference scans), no one program serves every
-    prompt length: `step` is then None and a prefill program is exported for each prompt length
-    the first time it is met (seconds each), by `prefill_for`.
+    empty cache and its decode takes one token at a time, as transformers' generate runs them.
+    Where the model's own code loops over the prompt's tokens in Python (transformers' reference
+    scans), no one program serves every prompt length: `step` is then None and a prefill program
+    is exported for each prompt length the first time it is met (seconds each), by `prefill_for`.
     """
 
     def __init__(self, step: JaxModel | None, *, cache_specs: Sequence[dict[str, tuple[tuple[int, ...], Any]]],
@@ -235,9 +235,9 @@ class CausalLM:
         `(input_ids, slot mask, positions, length, layer states) -> (logits, layer states)` (the
         artifact takes the states flat: each layer's arrays in turn, by sorted name), on
         its own weights, without PyTorch or the converter. Where prefill and decode are two
-        programs (`split`) it is the prefill program; `decoder=True` gives the one-token program (one new token, a
-        length of at least 1). Where each prompt length has its own prefill program, `prompt_length`
-        says which."""
+        programs (`split`) it is the prefill program; `decoder=True` gives the one-token program
+        (one new token, a length of at least 1). Where each prompt length has its own prefill
+        program, `prompt_length` says which."""
         if not decoder and self.step is None and prompt_length is None:
             raise InputError(f"{self.name}: each prompt length has its own prefill program; "
                              "export(prompt_length=...) one of them, or the decoder (decoder=True)")
