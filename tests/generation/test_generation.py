@@ -516,3 +516,17 @@ def test_prefill_programs_per_prompt_length():
         want = model(torch.from_numpy(ids).long()).logits.numpy()
     np.testing.assert_allclose(np.asarray(logits), want, rtol=1e-5, atol=1e-5)
     assert lm.prefill_program(3) is lm.prefill_program(3) and lm.prefill_program(2) is not lm.prefill_program(3)
+
+
+def test_layers_the_text_never_fills_cache_nothing():
+    """Mllama's cross-attention layer, without an image, never fills its cache: the step carries
+    nothing for it, and text-only generation matches transformers'."""
+    config = transformers.MllamaTextConfig(**SMALL, cross_attention_layers=[1], pad_token_id=0, bos_token_id=1,
+                                           eos_token_id=2)
+    torch.manual_seed(13)
+    model = transformers.MllamaForCausalLM(config).eval()
+    ids, mask = prompts()
+    lm = jaxport.from_causal_lm(model, max_length=ids.shape[1] + 12, max_batch=3)
+    assert lm.init_cache(1)["layers"][1] == {} and set(lm.init_cache(1)["layers"][0]) == {"keys", "values"}
+    np.testing.assert_array_equal(np.asarray(lm.generate(ids, mask, max_new_tokens=12, pad_token_id=0)),
+                                  hf_generate(model, ids, mask, do_sample=False, max_new_tokens=12))

@@ -6,8 +6,8 @@ linear-attention layers (Mamba, Jamba, Qwen3-Next, ...) runs prefill and decode 
 code in transformers (a whole-sequence scan, or one recurrent update when a previous state exists
 and one token comes), and some models branch on whether the cache is empty (GIT); these are
 exported twice (`split`): `CausalLMStep(..., split=True)` for prompts written into an empty
-cache, `decoding=True` for one token after them. transformers is imported
-inside the functions that use it: it is an optional dependency (`jaxport[hf]`).
+cache, `decoding=True` for one token after them. transformers is imported inside the functions
+that use it: it is an optional dependency (`jaxport[hf]`).
 """
 
 from __future__ import annotations
@@ -117,7 +117,8 @@ class CausalLMStep(torch.nn.Module):
         for i, state in enumerate(states):
             if not state:
                 continue  # a layer that caches nothing keeps transformers' own placeholder
-            recurrent = {name: tensor for name, tensor in state.items() if name not in ("keys", "values", "indexer_keys")}
+            recurrent = {name: tensor for name, tensor in state.items()
+                         if name not in ("keys", "values", "indexer_keys")}
             if "keys" not in state:
                 layer = cache.layers[i] = _recurrent_layer_class(LinearAttentionLayer)(
                     number_of_states=_state_count(recurrent))
