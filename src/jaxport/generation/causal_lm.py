@@ -148,9 +148,7 @@ class CausalLM:
         """`prefill_step`, jitted, with the cache donated; refuses a prompt the cache has no room for
         (it reads the cache's length back from the device to check)."""
         self._check_room(cache, np.shape(input_ids)[-1])
-        if self.split and not isinstance(cache["length"], jax.core.Tracer) and int(cache["length"]):
-            raise InputError(f"{self.name}: its prefill program starts from an empty cache (this one holds "
-                             f"{int(cache['length'])} tokens); continue with decode, one token at a time")
+        self._check_empty(cache)
         return self._jitted_prefill(params, cache, input_ids, attention_mask)
 
     def decode(self, params, cache: dict, tokens, positions) -> tuple[jax.Array, dict]:
@@ -172,6 +170,21 @@ class CausalLM:
                            f"{self.name}: {count} more tokens after {{length}} overflow max_length={self.max_length}",
                            length=length)
 
+    def _check_empty(self, cache: dict, checked: bool = False) -> None:
+        """Where prefill and decode are two programs (`split`), refuse to prefill a cache that holds
+        tokens, as `_check_room` refuses: at once when the length is known, through `checkify`
+        when traced and `checked`."""
+        if not self.split:
+            return
+        length = cache["length"]
+        if not isinstance(length, jax.core.Tracer):
+            if int(length):
+                raise InputError(f"{self.name}: its prefill program starts from an empty cache (this one holds "
+                                 f"{int(length)} tokens); continue with decode, one token at a time")
+        elif checked:
+            checkify.check(length == 0, f"{self.name}: its prefill program starts from an empty "
+                           "cache; this one holds {length} tokens", length=length)
+
     def prefill_step(self, params, cache: dict, input_ids, attention_mask=None, *,
                      checked: bool = False) -> tuple[jax.Array, dict]:
         """Write a (left-padded) prompt into the cache at its `length`: (logits, cache).
@@ -184,9 +197,7 @@ class CausalLM:
         `checkify` error too."""
         input_ids = jnp.asarray(input_ids)
         self._check_room(cache, input_ids.shape[1], checked)
-        if self.split and checked and isinstance(cache["length"], jax.core.Tracer):
-            checkify.check(cache["length"] == 0, f"{self.name}: its prefill program starts from an empty "
-                           "cache; this one holds {length} tokens", length=cache["length"])
+        self._check_empty(cache, checked)
         mask = jnp.ones(input_ids.shape, jnp.int32) if attention_mask is None else jnp.asarray(attention_mask, jnp.int32)
         slots = lax.dynamic_update_slice(cache["mask"], mask, (0, cache["length"]))
         # counted over every slot, so a prompt written after earlier tokens continues their positions
@@ -574,17 +585,18 @@ def _from_causal_lm(model, max_length: int, max_batch: int, autocast: Callable) 
     batch = min(2, max_batch)  # 2 keeps torch.export from specializing the batch to 1
     specs = step.cache_specs(batch)
     rows = torch.export.Dim("batch", min=1, max=max_batch) if max_batch > 1 else torch.export.Dim.STATIC
-    try:
-        converted = None if step.split else _convert_step(step, specs, rows, tokens=2)
-    except ExportError as e:
-        # code that branches on whether the cache holds tokens (GIT's `past_length > 0`): a
-        # prefill from an empty cache and a decode after it are each one program
-        if "GuardOnDataDependentSymNode" not in str(e):
-            raise
-        step = CausalLMStep(model, max_length, split=True)
-    decoder = prefill_for = None
+    converted = decoder = prefill_for = None
+    if not step.split:
+        try:
+            converted = _convert_step(step, specs, rows, tokens=2)
+        except ExportError as e:
+            # code that branches on whether the cache holds tokens (GIT's `past_length > 0`): a
+            # prefill from an empty cache and a decode after it are each one program
+            if "GuardOnDataDependentSymNode" not in str(e):
+                raise
+            step = step.variant(split=True)
     if step.split:
-        decoder = _convert_step(CausalLMStep(model, max_length, decoding=True), specs, rows, tokens=1)
+        decoder = _convert_step(step.variant(decoding=True), specs, rows, tokens=1)
 
         def prefill_for(count: int) -> JaxModel:
             with autocast():
@@ -592,7 +604,7 @@ def _from_causal_lm(model, max_length: int, max_batch: int, autocast: Callable) 
         try:
             converted = _convert_step(step, specs, rows, tokens=2)
         except _FixedCount:
-            converted = None  # a scan over the prompt in Python: a prefill program per prompt length
+            pass  # a scan over the prompt in Python: `prefill_for` makes a program per prompt length
     config = step.text_config
     layer_types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
     return CausalLM(converted, cache_specs=step.cache_specs(1), decoder=decoder, prefill_for=prefill_for,

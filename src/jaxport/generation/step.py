@@ -39,8 +39,18 @@ _LINEAR = {
     "LinearAttentionAndFullAttentionLayer": {"keys": 2, "values": 2},
     "LinearAttentionAndSlidingWindowAttentionLayer": {"keys": 2, "values": 2},
 }
-#: How a recurrent layer's state `index` is named in the layer's dict.
-_RECURRENT_NAMES = {"conv_states": "conv_{}", "recurrent_states": "recurrent_{}"}
+#: A recurrent layer's states: transformers' attribute (a dict by state index) -> the prefix of
+#: each state's name in the layer's dict (`conv_0`, `recurrent_0`, ...).
+_RECURRENT_PREFIXES = {"conv_states": "conv_", "recurrent_states": "recurrent_"}
+
+
+def _recurrent_slot(name: str) -> tuple[str, int] | None:
+    """(transformers' attribute, state index) that a recurrent state's name stands for; None for
+    keys, values and indexer keys."""
+    for attribute, prefix in _RECURRENT_PREFIXES.items():
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            return attribute, int(name[len(prefix):])
+    return None
 
 
 class CausalLMStep(torch.nn.Module):
@@ -68,7 +78,8 @@ class CausalLMStep(torch.nn.Module):
     one token (T = 1) after earlier ones.
     """
 
-    def __init__(self, model: torch.nn.Module, max_length: int, *, split: bool = False, decoding: bool = False):
+    def __init__(self, model: torch.nn.Module, max_length: int, *, split: bool = False, decoding: bool = False,
+                 probed: tuple[list, bool] | None = None):
         super().__init__()
         self.model = model
         self.max_length = max_length
@@ -76,10 +87,9 @@ class CausalLMStep(torch.nn.Module):
         self.text_config = model.config.get_text_config()
         #: Each layer's states as it caches them ({name: (shape without the batch, slots included,
         #: dtype)}, in the dtypes it caches in (under autocast, if the caller traces under it).
-        self.layer_states, self._cross_attention = _cached_states(model, max_length)
+        self.layer_states, self._cross_attention = probed or _cached_states(model, max_length)
         #: Whether some layer keeps recurrent states: prefill and decode are then two programs.
-        self.recurrent = any(name.startswith(tuple(p.format("") for p in _RECURRENT_NAMES.values()))
-                             for layer in self.layer_states for name in layer)
+        self.recurrent = any(_recurrent_slot(name) for layer in self.layer_states for name in layer)
         #: Whether this is one of two programs, for a prompt into an empty cache or one token after.
         self.split = split or decoding or self.recurrent
         self._attends = any("keys" in layer for layer in self.layer_states)
@@ -87,6 +97,12 @@ class CausalLMStep(torch.nn.Module):
         # Mamba-style models take their cache as `cache_params`; the rest as `past_key_values`
         self._cache_argument = "cache_params" if "cache_params" in forward else "past_key_values"
         self._takes_positions = "position_ids" in forward
+
+    def variant(self, *, split: bool = False, decoding: bool = False) -> CausalLMStep:
+        """The same model's step as one of a split model's two programs, on the states this one
+        read (the probe's forward is not run again)."""
+        return CausalLMStep(self.model, self.max_length, split=split, decoding=decoding,
+                            probed=(self.layer_states, self._cross_attention))
 
     def cache_specs(self, batch: int) -> list[dict[str, tuple[tuple[int, ...], torch.dtype]]]:
         """Each layer's states for `batch` rows: {name: (shape, dtype)}."""
@@ -117,8 +133,7 @@ class CausalLMStep(torch.nn.Module):
         for i, state in enumerate(states):
             if not state:
                 continue  # a layer that caches nothing keeps transformers' own placeholder
-            recurrent = {name: tensor for name, tensor in state.items()
-                         if name not in ("keys", "values", "indexer_keys")}
+            recurrent = {name: tensor for name, tensor in state.items() if _recurrent_slot(name)}
             if "keys" not in state:
                 layer = cache.layers[i] = _recurrent_layer_class(LinearAttentionLayer)(
                     number_of_states=_state_count(recurrent))
@@ -159,7 +174,7 @@ class CausalLMStep(torch.nn.Module):
 
 
 def _state_count(recurrent: dict) -> int:
-    return 1 + max(int(name.rsplit("_", 1)[1]) for name in recurrent)
+    return 1 + max(_recurrent_slot(name)[1] for name in recurrent)
 
 
 def _fill_attention(layer: Any, state: dict, seen: Any, length: torch.Tensor) -> None:
@@ -183,25 +198,19 @@ def _fill_recurrent(layer: Any, recurrent: dict, *, previous: bool) -> None:
     """Set a recurrent layer's conv and recurrent states to copies of `recurrent`'s, with
     `has_previous_state` as transformers has it after a prefill (`previous`) or before one."""
     for name, tensor in recurrent.items():
-        kind, index = name.rsplit("_", 1)
-        index = int(index)
+        attribute, index = _recurrent_slot(name)
         layer.dtype, layer.device = tensor.dtype, tensor.device
-        if kind == "conv":
-            layer.conv_states[index] = tensor.clone()
+        getattr(layer, attribute)[index] = tensor.clone()
+        getattr(layer, f"is_{attribute}_initialized")[index] = True
+        if attribute == "conv_states":
             layer.conv_kernel_size[index] = tensor.shape[-1]
-            layer.is_conv_states_initialized[index] = True
-        else:
-            layer.recurrent_states[index] = tensor.clone()
-            layer.is_recurrent_states_initialized[index] = True
         layer.has_previous_state[index] = previous
 
 
 def _state(layer: Any, name: str) -> torch.Tensor:
     """A layer's state `name` as `CausalLMStep` names it."""
-    kind, _, index = name.rpartition("_")
-    if kind in ("conv", "recurrent"):
-        return getattr(layer, f"{kind}_states")[int(index)]
-    return getattr(layer, name)
+    slot = _recurrent_slot(name)
+    return getattr(layer, name) if slot is None else getattr(layer, slot[0])[slot[1]]
 
 
 def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[str, tuple[tuple[int, ...], torch.dtype]]], bool]:
@@ -246,11 +255,11 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[s
             shape = list(tensor.shape[1:])
             shape[slot_axis - 1] = max_length
             states[state] = (tuple(shape), tensor.dtype)
-        for attribute, pattern in _RECURRENT_NAMES.items():
+        for attribute, prefix in _RECURRENT_PREFIXES.items():
             for index, tensor in (getattr(layer, attribute, None) or {}).items():
                 if tensor is not None:
-                    states[pattern.format(index)] = (tuple(tensor.shape[1:]), tensor.dtype)
-        if kind in _LINEAR and not any(s.startswith(("conv_", "recurrent_")) for s in states):
+                    states[f"{prefix}{index}"] = (tuple(tensor.shape[1:]), tensor.dtype)
+        if kind in _LINEAR and not any(_recurrent_slot(s) for s in states):
             raise InputError(f"{name}: layer {i} ({kind}) kept no recurrent state after two tokens")
         layers.append(dict(sorted(states.items())))
     if not any(layers):
