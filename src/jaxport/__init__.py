@@ -33,6 +33,7 @@ from .errors import (
     UnsupportedOpsError,
 )
 from .generation import CausalLM, from_causal_lm
+from .ops.registry import lowerings, register_lowering
 from .precision import Precision
 
 __version__ = "0.2.0"
@@ -41,7 +42,7 @@ __all__ = [
     "CausalLM", "EmitError", "ExportError", "ExportedModel", "InputError", "JaxModel", "JaxTensor",
     "JaxportError", "LoweringError", "ModelFileError", "Precision", "SerializationError", "UnsupportedDtypeError",
     "UnsupportedOpsError", "disable_eager", "eager", "emit", "enable_eager", "export", "from_causal_lm",
-    "from_exported_program", "from_onnx", "from_torch", "load_exported",
+    "from_exported_program", "from_onnx", "from_torch", "load_exported", "lowerings", "register_lowering",
 ]
 
 

@@ -111,14 +111,43 @@ class OpLibrary:
         self.imports: dict[str, str] = {}  # alias -> import line
         #: How each (module, name) a definition reads resolves: to a definition or an import.
         self._resolved: dict[tuple[str, str], tuple[str, str] | None] = {}
+        #: Users' lowerings the generated module imports rather than copies: (module, name).
+        self.imported: set[tuple[str, str]] = set()
+        #: Users' lowerings by key: (where the lowering comes from, "copied" or "imported").
+        self.user_lowerings: dict[tuple[str, str], tuple[str, str]] = {}
 
-    def add(self, fn) -> tuple[str, str]:
-        """Add lowering `fn` (and what it needs); returns its key (module, name)."""
-        module = fn.__module__
-        if not module.startswith(LIBRARY_PREFIX):
-            raise NotCopyable(f"{fn.__qualname__} is defined in {module}, outside jaxport's op library")
-        self._add_statement(module, fn.__name__)
-        return module, fn.__name__
+    def add(self, fn, *, user: str | None = None) -> tuple[str, str]:
+        """Add lowering `fn` (and what it needs); returns its key (module, name).
+
+        `user` says where a user's lowering comes from (`registry.provenance`). It is copied as
+        jaxport's own are when it is a module-level function that reads only what they may
+        (JAX, NumPy, the modules of `ALLOWED_IMPORTS`, its own module's definitions); otherwise
+        the generated module imports it from its module, which must then be importable where
+        the generated code runs."""
+        module, name = getattr(fn, "__module__", None) or "?", getattr(fn, "__name__", "?")
+        if user is None:
+            if not module.startswith(LIBRARY_PREFIX):
+                raise NotCopyable(f"{fn.__qualname__} is defined in {module}, outside jaxport's op library")
+            self._add_statement(module, name)
+            return module, name
+        key = (module, name)
+        if key in self.user_lowerings:
+            return key
+        saved = dict(self.definitions), dict(self.imports), dict(self._resolved)
+        try:
+            self._add_statement(module, name)
+            self.user_lowerings[key] = (user, "copied")
+            return key
+        except (NotCopyable, OSError, TypeError, SyntaxError, ImportError) as e:
+            self.definitions, self.imports, self._resolved = saved
+            reason = str(e) or type(e).__name__
+        if module == "__main__" or "<" in getattr(fn, "__qualname__", "<") or \
+                getattr(importlib.import_module(module), name, None) is not fn:
+            raise NotCopyable(f"{user}: it can be neither copied ({reason}) nor imported by the generated "
+                              "code: define it at the top level of an importable module")
+        self.imported.add(key)
+        self.user_lowerings[key] = (user, "imported")
+        return key
 
     def _add_statement(self, module: str, name: str) -> None:
         key = (module, name)
@@ -167,21 +196,31 @@ class OpLibrary:
         raise NotCopyable(f"{module} reads '{name}', which a standalone module cannot import")
 
     def emitted_names(self, reserved: set[str]) -> dict[tuple[str, str], str]:
-        """A unique, builtin-safe name for every definition, its own wherever possible."""
+        """A unique, builtin-safe name for every definition and imported lowering, its own
+        wherever possible."""
         taken = set(reserved) | set(self.imports)
         names = {}
-        for key in sorted(self.definitions, key=lambda k: (k[0], self.definitions[k].line)):
+        keys = sorted(self.definitions, key=lambda k: (k[0], self.definitions[k].line)) + sorted(self.imported)
+        for key in keys:
             module, name = key
             candidate = name
             if candidate in taken or hasattr(builtins, candidate):
-                family = module.rsplit(".", 2)
-                candidate = f"{name}_{family[-2]}_{family[-1]}".replace(".", "_")
+                family = module.rsplit(".", 2)[-2:]
+                candidate = "_".join([name, *family]).replace(".", "_")
             base, counter = candidate, 2
             while candidate in taken:
                 candidate, counter = f"{base}_{counter}", counter + 1
             taken.add(candidate)
             names[key] = candidate
         return names
+
+    def import_lines(self, names: dict[tuple[str, str], str]) -> list[str]:
+        """The import of each user lowering the generated module imports, as `names` names it."""
+        lines = []
+        for module, name in sorted(self.imported):
+            alias = names[(module, name)]
+            lines.append(f"from {module} import {name}" + ("" if alias == name else f" as {alias}"))
+        return lines
 
     def render(self, names: dict[tuple[str, str], str]) -> list[str]:
         """Each definition's source, renamed where `names` says, in an order that defines

@@ -5,14 +5,21 @@
     jaxport convert FILE     convert.py   standalone JAX source plus weights
     jaxport demo             demo.py      the real all-MiniLM-L6-v2 converted and compared
 
-Exit codes: 0 success (for `verify`: every output matches), 1 `verify` found a mismatch,
-2 the model could not be read, converted, written out or run (the reason is printed on stderr).
+Exit codes: 0 success (for `verify`: every output matches), 1 `verify` found a mismatch (with
+`--localize`, also a diverging node), 2 the model could not be read, converted, written out or run
+(the reason is printed on stderr).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
+import os
 import sys
+
+_LOWERINGS_HELP = ("a Python module (dotted name, or a .py file) of your own to import first: its "
+                   "jaxport.register_lowering calls give ops jaxport lacks their lowerings (repeatable)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -23,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     inspect = commands.add_parser("inspect", help="summarize an .onnx or .pt2 model file")
     inspect.add_argument("file", help="an .onnx file or a torch.export.save'd .pt2 file")
     inspect.add_argument("--json", action="store_true", help="print the summary as JSON")
+    inspect.add_argument("--lowerings", action="append", default=[], metavar="MODULE", help=_LOWERINGS_HELP)
 
     verify = commands.add_parser(
         "verify", help="run a model through jaxport and its reference (onnxruntime / PyTorch) and compare"
@@ -33,9 +41,13 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
                         help="size of a symbolic dim of the random inputs: an ONNX dim name (default 1) or, "
                         "for a .pt2, a torch.export size symbol such as s0")
-    verify.add_argument("--rtol", type=float, default=1e-4)
-    verify.add_argument("--atol", type=float, default=1e-5)
+    verify.add_argument("--rtol", type=float, help="relative tolerance of float values (default: by dtype, "
+                        "1e-4 for float32)")
+    verify.add_argument("--atol", type=float, help="absolute tolerance of float values (default: by dtype, "
+                        "1e-5 for float32)")
     verify.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    verify.add_argument("--localize", action="store_true", help="also run both node by node, each jaxport node "
+                        "on the reference's inputs, and report the first node that diverges")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
 
     convert = commands.add_parser(
@@ -44,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("file", help="an .onnx file or a torch.export.save'd .pt2 file")
     convert.add_argument("-o", "--output", required=True, help="the directory to write")
     convert.add_argument("--force", action="store_true", help="write into a non-empty directory")
+    convert.add_argument("--lowerings", action="append", default=[], metavar="MODULE", help=_LOWERINGS_HELP)
     return parser
 
 
@@ -58,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..errors import JaxportError
 
     try:
+        _import_lowerings(getattr(opts, "lowerings", []))
         if opts.command == "inspect":
             from .inspect import run
         elif opts.command == "verify":
@@ -68,6 +82,29 @@ def main(argv: list[str] | None = None) -> int:
     except (JaxportError, OSError) as e:
         print(f"jaxport {opts.command}: {e}", file=sys.stderr)
         return 2
+
+
+def _import_lowerings(modules: list[str]) -> None:
+    """Import the user's modules of lowerings (their own code, named on the command line; never
+    anything a model file names)."""
+    from ..errors import InputError
+
+    for module in modules:
+        try:
+            if module.endswith(".py") or os.sep in module:
+                if not os.path.isfile(module):
+                    raise InputError(f"--lowerings {module}: no such file")
+                name = "jaxport_user_lowerings_" + os.path.splitext(os.path.basename(module))[0]
+                spec = importlib.util.spec_from_file_location(name, module)
+                loaded = importlib.util.module_from_spec(spec)
+                sys.modules[name] = loaded  # so emit can import or copy its functions
+                spec.loader.exec_module(loaded)
+            else:
+                importlib.import_module(module)
+        except InputError:
+            raise
+        except Exception as e:
+            raise InputError(f"--lowerings {module}: importing it failed: {type(e).__name__}: {e}") from None
 
 
 if __name__ == "__main__":

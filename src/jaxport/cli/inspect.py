@@ -48,6 +48,7 @@ def _summarize_onnx(path: str) -> dict:
     initializers = {t.name for t in graph.initializer}
     histogram: Counter[str] = Counter()
     missing: dict[str, list[str]] = {}
+    custom: dict[str, str] = {}  # op -> where its lowering comes from, when not jaxport's own
 
     def visit(g):
         for index, node in enumerate(g.node):
@@ -55,10 +56,13 @@ def _summarize_onnx(path: str) -> dict:
             key = node.op_type if domain == "ai.onnx" else f"{domain}::{node.op_type}"
             histogram[key] += 1
             opset = opsets.get(domain, 1 if domain == "ai.onnx" else None)
-            found = opset is not None and registry.onnx_implementation(
-                node.op_type, "" if domain == "ai.onnx" else domain, opset) is not None
-            if not found:
+            onnx_domain = "" if domain == "ai.onnx" else domain
+            version = None if opset is None else registry.onnx_implementation(node.op_type, onnx_domain, opset)
+            op = registry.onnx_program_op(node.op_type, onnx_domain, version)
+            if registry.lookup(op) is None:
                 missing.setdefault(key, []).append(node.name or f"{node.op_type}_{index}")
+            elif where := registry.provenance(op):
+                custom[key] = where
             for attr in node.attribute:
                 if attr.HasField("g"):
                     visit(attr.g)
@@ -82,6 +86,7 @@ def _summarize_onnx(path: str) -> dict:
         "parameters": {"tensors": len(sizes), "values": sum(n for n, _ in sizes), "bytes": int(n_bytes)},
         "ops": dict(histogram.most_common()),
         "unsupported": {op: names for op, names in sorted(missing.items())},
+        "custom_lowerings": dict(sorted(custom.items())),
     }
 
 
@@ -117,6 +122,7 @@ def _summarize_pt2(path: str) -> dict:
                        "bytes": sum(t.numel() * t.element_size() for t in state.values())},
         "ops": dict(histogram.most_common()),
         "unsupported": missing,
+        "custom_lowerings": program.custom_lowerings(),
     }
 
 
@@ -151,6 +157,9 @@ def format_summary(info: dict) -> str:
             lines.append(f"  {op}: {shown}")
     else:
         lines.append("jaxport supports every op in this model")
+    if info.get("custom_lowerings"):
+        lines.append("lowerings not jaxport's own:")
+        lines += [f"  {op}: {where}" for op, where in info["custom_lowerings"].items()]
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ source line when a lowering fails.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -104,10 +105,11 @@ def interpret(
     This loop is the one place that owns error context: a failing lowering is
     reported with its node, module path and source line.
     """
-    if program.matmul_precision is None:
-        return _interpret(program, state, inputs, strict, rng, lookup, observe)
-    # A trace-time setting: the products traced here keep it, in jax.jit's program too.
-    with jax.default_matmul_precision(program.matmul_precision):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(registry.applying(program.lowerings))
+        if program.matmul_precision is not None:
+            # A trace-time setting: the products traced here keep it, in jax.jit's program too.
+            stack.enter_context(jax.default_matmul_precision(program.matmul_precision))
         return _interpret(program, state, inputs, strict, rng, lookup, observe)
 
 
@@ -159,7 +161,9 @@ def _interpret(program, state, inputs, strict, rng, lookup, observe):
                 ) from e
             raise LoweringError(f"{node.op} cannot run under this JAX transformation ({node.where()}):\n{e}") from e
         except Exception as e:
-            raise LoweringError(f"{node.op} failed ({node.where()}): {type(e).__name__}: {e}") from e
+            supplied = registry.provenance(node.op)
+            by = f", lowering {supplied}" if supplied else ""
+            raise LoweringError(f"{node.op} failed ({node.where()}{by}): {type(e).__name__}: {e}") from e
         if observe is not None:
             observe(program, index, concrete, out)
         if node.outputs:

@@ -124,6 +124,9 @@ class Program:
     # their own, as the source computes them ("float32": full precision, where JAX's default is
     # TF32 on NVIDIA GPUs); None (a subgraph's) keeps the caller's
     matmul_precision: str | None = None
+    #: The `jaxport.lowerings` scopes in force when the frontend made this program: it is always
+    #: run under them, so a model keeps the lowerings it was converted with.
+    lowerings: tuple = field(default_factory=registry.lowerings_in_force)
 
     def walk(self):
         """Every node, those of subgraphs included (after the node that owns them)."""
@@ -149,8 +152,15 @@ class Program:
         return [node for node in self.walk() if registry.random_keyword(node.op) and _draws(node)]
 
     def unsupported(self) -> list[OpUse]:
-        names = registry.registered_names()
-        return [node.use() for node in self.walk() if node.op not in names]
+        with registry.applying(self.lowerings):
+            return [node.use() for node in self.walk() if registry.lookup(node.op) is None]
+
+    def custom_lowerings(self) -> dict[str, str]:
+        """{op: where its lowering comes from} for the ops whose lowering is not jaxport's own
+        (`jaxport.register_lowering`, or a `jaxport.lowerings` scope the program was made in)."""
+        with registry.applying(self.lowerings):
+            found = {node.op: registry.provenance(node.op) for node in self.walk()}
+        return {op: where for op, where in sorted(found.items()) if where}
 
     def check_supported(self) -> None:
         missing = self.unsupported()
@@ -165,6 +175,8 @@ _DRAW_SWITCHES = {"dropout_p": 0, "p": 0, "train": False}
 def _draws(node: Node) -> bool:
     """Whether a random op's own arguments leave it drawing (dropout_p=0.0 does not)."""
     fn = registry.lookup(node.op)
+    if fn is None:
+        return True
     try:
         bound = inspect.signature(fn).bind_partial(*node.args, **node.kwargs)
     except (TypeError, ValueError):

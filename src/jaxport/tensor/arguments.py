@@ -35,19 +35,21 @@ def unwrap(value):
 class Lowered:
     """What running an op's lowering takes, worked out once per overload."""
 
-    lowering: Any
+    name: str
     fills_dtype: bool  # a kwarg-only `dtype=` PyTorch defaults from the output
     rng_keyword: str | None
+
+    @property
+    def lowering(self) -> Any:
+        """Looked up at each call: a `jaxport.lowerings` scope may be in force, or a user's
+        `register_lowering` may have come since."""
+        return registry.lookup(self.name)
 
 
 @functools.cache
 def lowered(func) -> Lowered:
     name = str(func)
-    return Lowered(
-        registry.lookup(name),
-        aten_schema.fills_dtype(func),
-        registry.random_keyword(name),
-    )
+    return Lowered(name, aten_schema.fills_dtype(func), registry.random_keyword(name))
 
 
 def lowering_arguments(plan: Lowered, args, kwargs, meta, tensor_value):

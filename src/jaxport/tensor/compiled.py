@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import torch
 
 from .. import dtypes
+from ..ops import registry
 from .arguments import Lowered, Slot, lowering_arguments, unwrap
 from .jax_tensor import JaxTensor, Storage, _contiguous_strides, read_window, write_window
 
@@ -96,6 +97,8 @@ class _Call:
 
 
 _CALLS: dict[tuple, _Call] = {}
+#: `registry.user_version()` when `_CALLS` was last emptied.
+_lowerings_version = 0
 
 
 def _input_array(tensor: torch.Tensor) -> jax.Array:
@@ -106,6 +109,12 @@ def _input_array(tensor: torch.Tensor) -> jax.Array:
 
 def compiled_call(func, args, kwargs):
     """(The call's result, None) if its signature is compiled, else (None, its signature)."""
+    global _lowerings_version
+    if registry.lowerings_in_force():
+        return None, None  # a `jaxport.lowerings` scope: compiled calls hold the lowerings they traced
+    if registry.user_version() != _lowerings_version:
+        _CALLS.clear()  # a user's lowering came since they were compiled
+        _lowerings_version = registry.user_version()
     tensors: list[torch.Tensor] = []
     key = _call_key(func, args, kwargs, tensors)
     if key is None:

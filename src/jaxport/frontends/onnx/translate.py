@@ -187,7 +187,7 @@ class _Converter:
         params, not from shapes and constants)."""
         op, version, opset = self.bind(proto)
         kwargs = {attr.name: self.attribute(attr, runtime) for attr in proto.attribute}
-        fn = registry.lookup(op) if version is not None else None
+        fn = registry.lookup(op)  # a user's lowering of an op of a custom domain has no version
         if fn is not None and "output_count" in (fn.__kwdefaults__ or {}):
             kwargs["output_count"] = len(proto.output)
         label = proto.name or f"{proto.op_type}_{index}"
