@@ -4,12 +4,16 @@
                 and `lowerable`: only the ops jaxport lacks decomposed
     inplace     in-place ops rebound to functional ones; writes through views as scatters
     nodes       what each FX node records: source line, module path, shape and dtype
-    translate   the graph walked into a `Program` with its state (`to_program`, `translate`)
+    translate   the graph walked into a `Program` with its state (`to_program`, `translate`); an
+                AOTAutograd graph of plain inputs (`graph_program`, for the Dynamo backend)
     structure   the module's input and output structure over the program's flat values
 """
 
-from .capture import export, lowerable, quiet_torch_logs
+from .capture import export, lowerable, missing_decompositions, quiet_torch_logs
 from .inplace import view_writes
-from .translate import StateInfo, to_program, translate
+from .translate import StateInfo, graph_program, to_program, translate
 
-__all__ = ["StateInfo", "export", "lowerable", "quiet_torch_logs", "to_program", "translate", "view_writes"]
+__all__ = [
+    "StateInfo", "export", "graph_program", "lowerable", "missing_decompositions", "quiet_torch_logs",
+    "to_program", "translate", "view_writes",
+]

@@ -83,6 +83,15 @@ def lowerable(ep: ExportedProgram, *, decompose: str = "auto") -> ExportedProgra
     raise UnsupportedOpsError(best_missing)
 
 
+def missing_decompositions() -> dict:
+    """PyTorch's export decompositions for just the ops jaxport has no lowering for: the table
+    `lowerable` would decompose with, for tracers that take one up front (AOTAutograd, whose
+    backward graphs hold ops such as `native_layer_norm_backward`). Read from the registry at
+    each call, so lowerings registered later are lowered whole."""
+    names = registry.registered_names()
+    return {op: fn for op, fn in torch.export.default_decompositions().items() if str(op) not in names}
+
+
 def missing_in_graph(ep: ExportedProgram) -> list[OpUse]:
     """Ops without a lowering, and in-place writes into views that only functionalization can run."""
     return missing_in(ep.graph_module, registry.registered_names())

@@ -317,6 +317,25 @@ def to_program(ep: ExportedProgram) -> tuple[Program, StateInfo]:
     return program, StateInfo(state, parameters, buffers, tied)
 
 
+def graph_program(graph_module: torch.fx.GraphModule) -> Program:
+    """An ATen graph whose placeholders are all plain inputs, as AOTAutograd hands a Dynamo
+    backend its forward and backward graphs (parameters, buffers and tangents included), as a
+    `Program`: one user input per placeholder, in order, and the output node's values as its
+    outputs. Tensors the graph holds as attributes (lifted constants) become constants."""
+    user_inputs: list[Input] = []
+    constants: dict[str, Any] = {}
+    for node in graph_module.graph.nodes:
+        if node.op == "placeholder":
+            val = node.meta.get("val")
+            user_inputs.append(Input(node.name, node.name, tensor_spec(val), dim_symbols(val)))
+        elif node.op == "get_attr":
+            constants[node.name] = _constant(operator.attrgetter(node.target)(graph_module))
+    translator = _Translator(graph_module)
+    outputs = translator.graph(graph_module.graph)
+    return Program([], constants, user_inputs, translator.nodes, outputs,
+                   matmul_precision=dtypes.matmul_precision())
+
+
 def translate(ep: ExportedProgram, *, decompose: str = "auto", name: str = "model",
               training: bool = False) -> Translation:
     """An exported program as a `Translation`: the ops jaxport lacks decomposed (`lowerable`),
