@@ -59,6 +59,19 @@ def test_a_custom_op_converts_runs_eagerly_and_keeps_its_gradient():
     np.testing.assert_allclose(eager.detach().numpy(), model.cpu()(x).detach().numpy(), rtol=1e-6, atol=1e-6)
 
 
+def test_torch_compile_runs_the_registered_lowering_forward_and_backward():
+    model, x = _model_and_input(6)
+    compiled = torch.compile(model, backend="jaxport")
+    before = user_ops.CALLS["scale_shift"]
+    x_compiled, x_eager = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out = compiled(x_compiled)
+    assert user_ops.CALLS["scale_shift"] > before
+    torch.testing.assert_close(out, model(x_eager), rtol=1e-6, atol=1e-6)
+    out.sum().backward()
+    model(x_eager).sum().backward()
+    torch.testing.assert_close(x_compiled.grad, x_eager.grad, rtol=1e-5, atol=1e-6)
+
+
 def test_emit_copies_a_lowering_it_can_and_imports_one_it_cannot(tmp_path):
     class Both(torch.nn.Module):
         def forward(self, x, shift):
