@@ -9,6 +9,8 @@ The common path is here; the rest lives in named submodules:
     jaxport.generation    CausalLM, process_scores, process_logits, beam search
     jaxport.precision     Precision: autocast policies (also on the top level)
     jaxport.compare       the output comparator `jaxport verify` and the tests use
+    jaxport.verification  `verify` (also on the top level): a model against PyTorch or onnxruntime,
+                          node by node with `localize=True`; its report types
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from .errors import (
 from .generation import CausalLM, from_causal_lm
 from .ops.registry import lowerings, register_lowering
 from .precision import Precision
+from .verification import verify
 
 __version__ = "0.2.0"
 
@@ -42,7 +45,7 @@ __all__ = [
     "CausalLM", "EmitError", "ExportError", "ExportedModel", "InputError", "JaxModel", "JaxTensor",
     "JaxportError", "LoweringError", "ModelFileError", "Precision", "SerializationError", "UnsupportedDtypeError",
     "UnsupportedOpsError", "disable_eager", "eager", "emit", "enable_eager", "export", "from_causal_lm",
-    "from_exported_program", "from_onnx", "from_torch", "load_exported", "lowerings", "register_lowering",
+    "from_exported_program", "from_onnx", "from_torch", "load_exported", "lowerings", "register_lowering", "verify",
 ]
 
 
@@ -72,7 +75,7 @@ def disable_eager() -> None:
 
 
 #: Submodules `jaxport.<name>` reaches without an import of its own.
-_SUBMODULES = frozenset({"compare", "distributed", "generation", "interop", "sharding", "train"})
+_SUBMODULES = frozenset({"compare", "distributed", "generation", "interop", "sharding", "train", "verification"})
 
 #: Names the top level had in 0.1, now in a submodule: they still work, with a DeprecationWarning,
 #: until 0.3.

@@ -57,6 +57,7 @@ from .frontends import aten_schema, torch_export
 from .frontends import onnx as onnx_frontend
 from .frontends.pt2 import load_exported_program
 from .ir import Input, Node, Program, Ref, Subgraph, TensorSpec, interpret
+from .ops import registry
 
 # -- tolerances ---------------------------------------------------------------------------------
 
@@ -143,6 +144,9 @@ class Divergence:
     inputs: tuple[tuple[str, TensorStats], ...]
     jaxport: TensorStats | None
     reference: TensorStats | None
+    #: where the lowering comes from when it is not jaxport's own (`jaxport.lowerings`,
+    #: `jaxport.register_lowering`); "" for jaxport's own
+    lowering: str = ""
 
     def describe(self) -> list[str]:
         """The divergence as indented report lines."""
@@ -152,6 +156,8 @@ class Divergence:
         lines = [where]
         if self.source:
             lines.append(f"  at {self.source}")
+        if self.lowering:
+            lines.append(f"  lowering: {self.lowering}")
         lines.append(f"  {self.value}: {self.problem}")
         if not math.isnan(self.max_abs):
             lines.append(f"  max abs err {self.max_abs:.3g}, max rel err {self.max_rel:.3g} "
@@ -195,6 +201,9 @@ class VerificationReport:
     divergences: list[Divergence] = dataclasses.field(default_factory=list)
     #: why jaxport's own (propagated) run stopped, if a lowering failed on its own values
     propagation_error: str = ""
+    #: the most node results the walk held at once on the reference-fed side (weights and
+    #: inputs not counted): values are dropped after their last reader
+    peak_intermediates: int = 0
     seconds: float = 0.0
 
     @property
@@ -240,8 +249,8 @@ def format_report(report: VerificationReport) -> str:
     lines = [f"{report.model}: jaxport against {report.reference} ({tolerances})"]
     if report.localized:
         lines.append(f"node by node: {report.nodes} nodes, {report.compared} compared on the reference's inputs, "
-                     f"{report.without_reference} without a reference value, {report.random} random "
-                     f"({report.seconds:.2f} s)")
+                     f"{report.without_reference} without a reference value, {report.random} random; "
+                     f"at most {report.peak_intermediates} intermediate values held ({report.seconds:.2f} s)")
         first = report.first_divergence
         if first is None:
             lines.append("no node diverges")
@@ -912,7 +921,13 @@ def _torch_threads(count: int) -> Iterator[None]:
 
 def _walk(model: JaxModel, inputs: list, reference: _Reference, label: str, reference_name: str,
           options: _Options, output_names: Sequence[str] | None) -> VerificationReport:
-    """`_localize`'s walk."""
+    """`_localize`'s walk, under the lowerings the program was made with."""
+    with registry.applying(model.program.lowerings):
+        return _walk_nodes(model, inputs, reference, label, reference_name, options, output_names)
+
+
+def _walk_nodes(model: JaxModel, inputs: list, reference: _Reference, label: str, reference_name: str,
+                options: _Options, output_names: Sequence[str] | None) -> VerificationReport:
     start = time.perf_counter()
     program = model.program
     random = {id(n) for n in program.random_nodes()}
@@ -920,6 +935,7 @@ def _walk(model: JaxModel, inputs: list, reference: _Reference, label: str, refe
     initial.update(program.constants)
     initial.update((spec.value, as_jax(x, f"input '{spec.name}'")) for spec, x in zip(program.user_inputs, inputs))
     fed, own = dict(initial), dict(initial)
+    intermediates = 0
     remaining = _readers(program)
     kept = {o.name for o in program.outputs if isinstance(o, Ref)}
     report = VerificationReport(label, reference_name, [], options.rtol, options.atol, localized=True,
@@ -953,11 +969,14 @@ def _walk(model: JaxModel, inputs: list, reference: _Reference, label: str, refe
             fed.update({name: _fed_value(value, (computed or {}).get(name)) for name, value in expected.items()})
             if computed:
                 fed.update((name, value) for name, value in computed.items() if name not in expected)
+        intermediates += len(_writes(node))
+        report.peak_intermediates = max(report.peak_intermediates, intermediates)
         for name in _reads(node):
             remaining[name] -= 1
         for name in [*_reads(node), *_writes(node)]:
             if not remaining.get(name):  # read by no later node
-                fed.pop(name, None)
+                if fed.pop(name, None) is not None and name not in initial:
+                    intermediates -= 1
                 if own is not None and name not in kept:
                     own.pop(name, None)
     expected_outputs = reference.outputs()
@@ -1080,7 +1099,7 @@ def _divergence(index: int, node: Node, value: str, problem: str, max_abs: float
     inputs = tuple((name, tensor_stats(fed[name])) for name in _reads(node)
                    if name in fed and not isinstance(fed[name], (tuple, list)) and fed[name] is not None)
     return Divergence(index, node.name, node.op, node.module_path, node.source, value, problem, max_abs, max_rel,
-                      *tolerances, inputs, stats(actual), stats(reference))
+                      *tolerances, inputs, stats(actual), stats(reference), registry.provenance(node.op) or "")
 
 
 __all__ = [
