@@ -199,8 +199,8 @@ class CompiledGraph:
         # Sizes and scalars are static: JAX traces with concrete shapes, so a size is a number.
         self._jitted = jax.jit(self._run, static_argnums=(2, 3))
 
-    def _run(self, rng, tensors: dict[int, Any], scalars: dict[int, Any], count: int) -> list:
-        inputs = [tensors[i] if i in tensors else scalars[i] for i in range(count)]
+    def _run(self, rng, tensors: dict[int, Any], scalars: _Static, count: int) -> list:
+        inputs = [tensors[i] if i in tensors else scalars.values[i] for i in range(count)]
         outputs, _ = interpret(self.program, {}, inputs, rng=rng)
         return outputs
 

@@ -1,0 +1,235 @@
+"""`torch.compile(model, backend="jaxport")` against eager PyTorch: forward and backward of zoo and
+Hugging Face models, a training loop, BatchNorm's running statistics, graph breaks, sizes,
+recompilation, options, unsupported ops and the entry point."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from jaxport import dynamo
+from jaxport.errors import UnsupportedOpsError
+from tests.support import zoo
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    """Each test compiles from scratch: Dynamo's caches cleared, jaxport's graph counts zeroed."""
+    torch._dynamo.reset()
+    dynamo.counters.update(graphs=0, fallbacks=0)
+    yield
+    torch._dynamo.reset()
+
+
+def _first_tensor(output):
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, dict) or hasattr(output, "values"):
+        return next(v for v in output.values() if isinstance(v, torch.Tensor))
+    return _first_tensor(output[0])
+
+
+def _loss(output: torch.Tensor) -> torch.Tensor:
+    """A loss whose gradient is not near zero anywhere (the mean square of a LayerNorm's output
+    is nearly constant, so its gradients are rounding noise): output times fixed weights."""
+    weights = torch.randn(output.shape, generator=torch.Generator().manual_seed(1))
+    return (output.float() * weights).sum()
+
+
+def _assert_gradients_match(model: torch.nn.Module, reference: torch.nn.Module, tolerance: float = 1e-4):
+    """Every parameter's gradient equal to eager's, within `tolerance` of the largest one.
+    A parameter eager leaves without a gradient (an unused pooler) may get zeros compiled."""
+    scale = max(p.grad.abs().max().item() for p in reference.parameters() if p.grad is not None)
+    for (name, param), ref in zip(model.named_parameters(), reference.parameters()):
+        if ref.grad is None:
+            assert param.grad is None or not param.grad.any(), name
+            continue
+        error = (param.grad - ref.grad).abs().max().item()
+        assert error <= tolerance * scale, f"{name}: gradient off by {error:.3g} (largest {scale:.3g})"
+
+
+def bert_classifier():
+    """A tiny BERT for sequence classification, dropout off."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64, num_labels=3,
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    ids = torch.randint(0, 1000, (4, 12), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[1, 8:] = 0
+    return BertForSequenceClassification(config).eval(), (), {"input_ids": ids, "attention_mask": mask}
+
+
+MODELS = {"cnn": zoo.cnn, "resnet": zoo.resnet, "gpt2": zoo.gpt2, "llama": zoo.llama,
+          "bert_classifier": bert_classifier}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_forward_and_backward_match_eager(name):
+    model, args, kwargs = MODELS[name]()
+    if name == "cnn":
+        model.train()  # BatchNorm on batch statistics, running statistics updated
+    reference = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="jaxport")
+    output, expected = _first_tensor(compiled(*args, **kwargs)), _first_tensor(reference(*args, **kwargs))
+    torch.testing.assert_close(output, expected, rtol=1e-4, atol=1e-5)
+    _loss(output).backward()
+    _loss(expected).backward()
+    _assert_gradients_match(model, reference)
+    assert dynamo.counters["graphs"] >= 2 and dynamo.counters["fallbacks"] == 0  # forward, backward
+
+
+def test_training_matches_eager_for_20_steps():
+    """A Hugging Face model trained with AdamW: every step's loss equal to eager's within 1e-5."""
+    model, _, kwargs = bert_classifier()
+    model.train()
+    labels = torch.tensor([0, 2, 1, 2])
+    reference = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="jaxport")
+
+    def losses(forward, module) -> list[float]:
+        optimizer = torch.optim.AdamW(module.parameters(), lr=1e-3)
+        result = []
+        for _ in range(20):
+            optimizer.zero_grad()
+            loss = forward(**kwargs, labels=labels).loss
+            loss.backward()
+            optimizer.step()
+            result.append(loss.item())
+        return result
+
+    compiled_losses, eager_losses = losses(compiled, model), losses(reference, reference)
+    assert eager_losses[-1] < eager_losses[0]  # it learns, so equal losses mean equal updates
+    torch.testing.assert_close(compiled_losses, eager_losses, rtol=1e-5, atol=0)
+
+
+def test_batchnorm_running_statistics_follow_eager():
+    model, (pixels,), _ = zoo.cnn()
+    model.train()
+    reference = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="jaxport")
+    for module, forward in ((model, compiled), (reference, reference)):
+        optimizer = torch.optim.SGD(module.parameters(), lr=0.1)
+        for step in range(3):
+            optimizer.zero_grad()
+            _loss(forward(pixels + step)).backward()
+            optimizer.step()
+    for (name, buffer), expected in zip(model.named_buffers(), reference.buffers()):
+        torch.testing.assert_close(buffer, expected, rtol=1e-5, atol=1e-6, msg=name)
+    assert int(model.features[1].num_batches_tracked) == 3
+
+
+class Branchy(torch.nn.Module):
+    """A Python branch on a tensor's value: Dynamo breaks the graph at `.item()`."""
+
+    def __init__(self):
+        super().__init__()
+        self.first, self.positive, self.negative = (torch.nn.Linear(8, 8) for _ in range(3))
+
+    def forward(self, x):
+        h = torch.tanh(self.first(x))
+        if h.sum().item() > 0:
+            return self.positive(h)
+        return self.negative(h).relu()
+
+
+def test_graph_breaks_run_each_part_on_jax():
+    torch.manual_seed(0)
+    model = Branchy()
+    compiled = torch.compile(model, backend="jaxport")
+    for sign in (1.0, -1.0):
+        x = sign * torch.ones(4, 8)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-6)
+    # The part before the break, and each branch after it, compiled by jaxport.
+    assert dynamo.counters["graphs"] == 3
+
+
+def test_dynamic_sizes_compile_one_graph():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    compiled = torch.compile(model, backend="jaxport", dynamic=True)
+    with torch.no_grad():
+        for batch in (3, 5, 7):
+            x = torch.randn(batch, 8)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-6)
+    assert dynamo.counters["graphs"] == 1
+
+
+def test_a_failed_guard_recompiles():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4)
+    compiled = torch.compile(model, backend="jaxport", dynamic=False)
+    with torch.no_grad():
+        for batch in (3, 3, 2):  # the second call reuses the first graph; the third fails its guard
+            x = torch.randn(batch, 8)
+            torch.testing.assert_close(compiled(x), model(x))
+    assert dynamo.counters["graphs"] == 2  # shape (3, 8), then (2, 8): one graph each
+
+
+def test_outputs_do_not_alias_inputs():
+    """`clone` is the identity in JAX; the tensor handed back must still be a copy."""
+    compiled = torch.compile(lambda x: (x.clone(), x * 2), backend="jaxport")
+    x = torch.arange(6.0)
+    copied, doubled = compiled(x)
+    copied.add_(1)
+    torch.testing.assert_close(x, torch.arange(6.0))
+    torch.testing.assert_close(doubled, torch.arange(6.0) * 2)
+
+
+@torch.library.custom_op("jaxport_dynamo_test::shout", mutates_args=())
+def shout(x: torch.Tensor) -> torch.Tensor:
+    return x * 10
+
+
+@shout.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_an_op_without_lowering_is_named_at_compile_time():
+    compiled = torch.compile(lambda x: shout(x) + 1, backend="jaxport")
+    # Dynamo wraps a backend's error in its own, whose message is "backend='jaxport' raised:"
+    # and then jaxport's, without jaxport's traceback.
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed) as caught:
+        compiled(torch.ones(3))
+    assert isinstance(caught.value.inner_exception, UnsupportedOpsError)
+    assert "jaxport_dynamo_test.shout.default" in str(caught.value)
+
+
+def test_fallback_runs_such_graphs_eagerly_warning_once():
+    compiled = torch.compile(lambda x: shout(x) + 1, backend="jaxport", options={"fallback": True})
+    with pytest.warns(UserWarning, match="jaxport_dynamo_test.shout.default"):
+        torch.testing.assert_close(compiled(torch.ones(3)), torch.full((3,), 11.0))
+    assert dynamo.counters == {"graphs": 0, "fallbacks": 1}
+
+
+@pytest.mark.parametrize("mode, options, message", [
+    ("max-autotune", None, "mode='default' only"),
+    (None, {"frozen": True, "fallback": True}, r"no option\(s\) 'frozen'"),
+    (None, {"fallback": "yes"}, "'fallback' takes"),
+])
+def test_unknown_settings_are_refused(mode, options, message):
+    with pytest.raises(ValueError, match=message):
+        dynamo.settings(mode, options)
+
+
+def test_the_entry_point_finds_the_backend_without_importing_jaxport():
+    script = textwrap.dedent("""
+        import sys, torch
+        model = torch.nn.Linear(4, 2)
+        x = torch.randn(3, 4)
+        with torch.no_grad():
+            torch.testing.assert_close(torch.compile(model, backend="jaxport")(x), model(x))
+        assert "jaxport.dynamo" in sys.modules
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
