@@ -153,14 +153,20 @@ def test_graph_breaks_run_each_part_on_jax():
 
 
 def test_dynamic_sizes_compile_one_graph():
+    """dynamic=True: one forward and one backward graph serve every batch size."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.GELU(),
+                                torch.nn.Linear(16, 4))
+    reference = copy.deepcopy(model)
     compiled = torch.compile(model, backend="jaxport", dynamic=True)
-    with torch.no_grad():
-        for batch in (3, 5, 7):
-            x = torch.randn(batch, 8)
-            torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-6)
-    assert dynamo.counters["graphs"] == 1
+    for batch in (3, 5, 7):
+        x = torch.randn(batch, 8)
+        output, expected = compiled(x), reference(x)
+        torch.testing.assert_close(output, expected, rtol=1e-5, atol=1e-6)
+        _loss(output).backward()
+        _loss(expected).backward()
+    _assert_gradients_match(model, reference)
+    assert dynamo.counters["graphs"] == 2
 
 
 def test_a_failed_guard_recompiles():
