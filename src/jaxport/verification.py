@@ -53,9 +53,10 @@ from .backends.model import JaxModel
 from .compare import OutputCheck, as_numpy, compare, compare_all
 from .dlpack import to_numpy, to_torch
 from .errors import InputError, JaxportError, ModelFileError, one_line
-from .frontends import aten_schema, torch_export
 from .frontends import onnx as onnx_frontend
+from .frontends import torch_export
 from .frontends.pt2 import load_exported_program
+from .frontends.torch_export.nodes import INLINED_HOPS
 from .ir import Input, Node, Program, Ref, Subgraph, TensorSpec, interpret
 from .ops import registry
 
@@ -76,10 +77,10 @@ def tolerance(dtype: Any, rtol: float | None = None, atol: float | None = None) 
     floating and complex values `rtol`/`atol` where given, else `TOLERANCES` by the dtype JAX
     computes in (a complex dtype by its parts')."""
     dtype = np.dtype(dtype)
-    if dtype.kind not in "fc":
-        return 0.0, 0.0
-    if dtype.kind == "c":
+    if jnp.issubdtype(dtype, jnp.complexfloating):
         dtype = np.dtype(np.float32 if dtype.itemsize == 8 else np.float64)
+    elif not jnp.issubdtype(dtype, jnp.floating):  # bfloat16's NumPy kind is "V", so ask JAX
+        return 0.0, 0.0
     default = TOLERANCES.get(np.dtype(jax.dtypes.canonicalize_dtype(dtype)), TOLERANCES[np.dtype(np.float32)])
     return (default[0] if rtol is None else rtol), (default[1] if atol is None else atol)
 
@@ -112,7 +113,7 @@ class TensorStats:
 def tensor_stats(value: Any) -> TensorStats:
     """`TensorStats` of an array (JAX, NumPy, torch) or a Python number."""
     x = np.asarray(as_numpy(value))
-    if x.dtype.kind not in "biufc" and x.dtype != jnp.bfloat16:
+    if not (x.dtype == np.bool_ or jnp.issubdtype(x.dtype, jnp.number)):
         return TensorStats(tuple(x.shape), str(x.dtype), None, None, None, 0, 0)
     f = np.abs(x).astype(np.float64) if x.dtype.kind == "c" else x.astype(np.float64)
     finite = f[np.isfinite(f)]
@@ -147,6 +148,9 @@ class Divergence:
     #: where the lowering comes from when it is not jaxport's own (`jaxport.lowerings`,
     #: `jaxport.register_lowering`); "" for jaxport's own
     lowering: str = ""
+    #: inputs that jaxport computed without a reference value to compare or feed (nodes it adds
+    #: or rewrites): the difference may be theirs
+    unreferenced_inputs: tuple[str, ...] = ()
 
     def describe(self) -> list[str]:
         """The divergence as indented report lines."""
@@ -164,6 +168,9 @@ class Divergence:
                          f"(rtol {self.rtol:g}, atol {self.atol:g}, relative to the tensor's largest magnitude)")
         for name, stats in self.inputs:
             lines.append(f"  input {name}: {stats.describe()}")
+        if self.unreferenced_inputs:
+            lines.append(f"  inputs computed by jaxport without a reference value, which may be where the difference "
+                         f"arises: {', '.join(self.unreferenced_inputs)}")
         if self.jaxport is not None:
             lines.append(f"  jaxport:   {self.jaxport.describe()}")
         if self.reference is not None:
@@ -605,20 +612,20 @@ def _compare_outputs(actual: list, expected: list, names: Sequence[str] | None, 
 
 
 class _ExportedReference:
-    """PyTorch running an exported graph node by node, each value freed after its last user, the
-    values of the nodes jaxport's program has counterparts for handed over as NumPy copies."""
+    """PyTorch running an exported graph node by node, the bodies of the higher-order ops jaxport
+    inlines (grad-mode and autocast regions) included, so that their nodes have reference values
+    too; each value is freed after its last user, and those of the nodes the program has
+    counterparts for are handed over as NumPy copies."""
 
     def __init__(self, ep: ExportedProgram, user_inputs: list, program: Program, label: str):
         self.label = label
-        self.graph = ep.graph_module
         self.signature = ep.graph_signature
-        self.env: dict[torch.fx.Node, Any] = {}
-        self.last_users = _last_users(self.graph.graph)
-        self.nodes = iter(self.graph.graph.nodes)
-        self.placeholders = iter(self._placeholder_values(ep, user_inputs))
-        fx_nodes = {n.name: n for n in self.graph.graph.nodes if n.op == "call_function"}
-        self.counterparts = {node.name for node in program.nodes
-                             if node.name in fx_nodes and _same_op(fx_nodes[node.name], node.op)}
+        fx_nodes = dict(_graph_nodes(ep.graph_module, ""))
+        # A program node named as an FX node stands for its value (an in-place op as its
+        # functional twin), except higher-order ops: jaxport runs what they wrap instead.
+        self.counterparts = {node.name for node in program.nodes if node.name in fx_nodes
+                             and not isinstance(fx_nodes[node.name].target, torch._ops.HigherOrderOperator)}
+        self.events = self._events(ep, self._placeholder_values(ep, user_inputs))
         self.ready: dict[str, Any] = {}
         self.output: list | None = None
 
@@ -660,31 +667,87 @@ class _ExportedReference:
 
     def _step(self) -> None:
         try:
-            fx_node = next(self.nodes)
+            name, value = next(self.events)
         except StopIteration:
             raise ModelFileError(f"{self.label}: the reference's graph ended before its output") from None
-        if fx_node.op == "placeholder":
-            self.env[fx_node] = next(self.placeholders)
-        elif fx_node.op == "get_attr":
-            self.env[fx_node] = functools.reduce(getattr, fx_node.target.split("."), self.graph)
-        elif fx_node.op == "call_function":
-            args, kwargs = torch.fx.node.map_arg((fx_node.args, fx_node.kwargs), self.env.__getitem__)
-            try:
-                with torch.no_grad():
-                    value = fx_node.target(*args, **kwargs)
-            except Exception as e:  # noqa: BLE001 - the reference's failure is reported, not raised
-                raise ModelFileError(f"PyTorch cannot run {self.label} at node {fx_node.name}: "
-                                     f"{type(e).__name__}: {one_line(e, 300)}") from None
-            self.env[fx_node] = value
-            if fx_node.name in self.counterparts:
-                # A copy: a later in-place op in the graph must not change what was compared.
-                self.ready[fx_node.name] = _numpy_copy(value)
-        elif fx_node.op == "output":
-            flat = torch.fx.node.map_arg(fx_node.args[0], self.env.__getitem__)
-            self.output = _output_leaves([v for v, spec in zip(flat, self.signature.output_specs)
-                                          if spec.kind == OutputKind.USER_OUTPUT])
-        for done in self.last_users.get(fx_node, ()):
-            del self.env[done]
+        if name is None:
+            self.output = value
+        else:
+            self.ready[name] = value
+
+    def _events(self, ep: ExportedProgram, inputs: list) -> Iterator[tuple[str | None, Any]]:
+        """(name, value) of each counterpart as it is computed, then (None, the user outputs)."""
+        flat = yield from self._run(ep.graph_module, inputs, "", contextlib.nullcontext)
+        yield None, _output_leaves([v for v, spec in zip(flat, self.signature.output_specs)
+                                    if spec.kind == OutputKind.USER_OUTPUT])
+
+    def _run(self, graph: torch.fx.GraphModule, inputs: Sequence[Any], prefix: str,
+             context: Callable[[], contextlib.AbstractContextManager]) -> Iterator[tuple[str, Any]]:
+        """Run `graph` node by node, names prefixed as jaxport's translator prefixes an inlined
+        body's (each op inside `context`: an autocast region's); returns its outputs."""
+        env: dict[torch.fx.Node, Any] = {}
+        last_users = _last_users(graph.graph)
+        placeholders = iter(inputs)
+        for fx_node in graph.graph.nodes:
+            if fx_node.op == "placeholder":
+                env[fx_node] = next(placeholders)
+            elif fx_node.op == "get_attr":
+                env[fx_node] = functools.reduce(getattr, fx_node.target.split("."), graph)
+            elif fx_node.op == "call_function":
+                args, kwargs = torch.fx.node.map_arg((fx_node.args, fx_node.kwargs), env.__getitem__)
+                name = prefix + fx_node.name
+                hop = getattr(fx_node.target, "__name__", "")
+                if isinstance(fx_node.target, torch._ops.HigherOrderOperator) and hop in INLINED_HOPS:
+                    body = INLINED_HOPS[hop]
+                    inner = _region(hop, args, context)
+                    env[fx_node] = tuple((yield from self._run(args[body], args[body + 1:], f"{name}_", inner)))
+                else:
+                    env[fx_node] = self._call(fx_node, name, args, kwargs, context)
+                    if name in self.counterparts:
+                        # A copy: a later in-place op in the graph must not change what was compared.
+                        yield name, _numpy_copy(env[fx_node])
+            elif fx_node.op == "output":
+                return list(torch.fx.node.map_arg(fx_node.args[0], env.__getitem__))
+            for done in last_users.get(fx_node, ()):
+                del env[done]
+        raise ModelFileError(f"{self.label}: a graph without an output node")
+
+    def _call(self, fx_node: torch.fx.Node, name: str, args: tuple, kwargs: dict,
+              context: Callable[[], contextlib.AbstractContextManager]) -> Any:
+        try:
+            with torch.no_grad(), context():
+                return fx_node.target(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - the reference's failure is reported, not raised
+            raise ModelFileError(f"PyTorch cannot run {self.label} at node {name}: "
+                                 f"{type(e).__name__}: {one_line(e, 300)}") from None
+
+
+def _region(hop: str, args: tuple, outer: Callable[[], contextlib.AbstractContextManager]):
+    """The context an inlined higher-order op's body runs in: an autocast region's autocast (a
+    grad-mode region changes no values: the walk runs without gradients throughout)."""
+    if hop != "wrap_with_autocast":
+        return outer
+    device_type, dtype, enabled, cache_enabled = args[:4]
+
+    @contextlib.contextmanager
+    def region() -> Iterator[None]:
+        with outer(), torch.autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled):
+            yield
+
+    return region
+
+
+def _graph_nodes(graph: torch.fx.GraphModule, prefix: str) -> Iterator[tuple[str, torch.fx.Node]]:
+    """(name, node) of every call_function node, inlined bodies' included under the names
+    jaxport's translator gives them."""
+    for fx_node in graph.graph.nodes:
+        if fx_node.op != "call_function":
+            continue
+        yield prefix + fx_node.name, fx_node
+        hop = getattr(fx_node.target, "__name__", "")
+        if isinstance(fx_node.target, torch._ops.HigherOrderOperator) and hop in INLINED_HOPS:
+            body = getattr(graph, fx_node.args[INLINED_HOPS[hop]].target)
+            yield from _graph_nodes(body, f"{prefix}{fx_node.name}_")
 
 
 def _last_users(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:
@@ -698,16 +761,6 @@ def _last_users(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node
         if user.op != "output":
             freed.setdefault(user, []).append(value)
     return freed
-
-
-def _same_op(fx_node: torch.fx.Node, op: str) -> bool:
-    """Whether the program node computes what the FX node of its name does: the same op, or its
-    functional twin (an in-place op rebound); higher-order ops are not (jaxport inlines them)."""
-    target = fx_node.target
-    if isinstance(target, torch._ops.HigherOrderOperator):
-        return False
-    twin = aten_schema.functional_variant(target) if isinstance(target, torch._ops.OpOverload) else None
-    return op == aten_schema.op_name(target) or (twin is not None and op == str(twin))
 
 
 def _numpy_copy(value: Any) -> Any:
@@ -929,63 +982,99 @@ def _walk(model: JaxModel, inputs: list, reference: _Reference, label: str, refe
 def _walk_nodes(model: JaxModel, inputs: list, reference: _Reference, label: str, reference_name: str,
                 options: _Options, output_names: Sequence[str] | None) -> VerificationReport:
     start = time.perf_counter()
-    program = model.program
-    random = {id(n) for n in program.random_nodes()}
-    initial = {value: model.params[name] for value, name in program.state_inputs}
-    initial.update(program.constants)
-    initial.update((spec.value, as_jax(x, f"input '{spec.name}'")) for spec, x in zip(program.user_inputs, inputs))
-    fed, own = dict(initial), dict(initial)
-    intermediates = 0
-    remaining = _readers(program)
-    kept = {o.name for o in program.outputs if isinstance(o, Ref)}
     report = VerificationReport(label, reference_name, [], options.rtol, options.atol, localized=True,
-                                nodes=len(program.nodes))
-    for index, node in enumerate(program.nodes):
-        run = _node_runner(program, node)
-        if own is not None:
-            try:
-                own.update(run(own))
-            except JaxportError as e:
-                report.propagation_error, own = one_line(e, 500), None
-        if not reference.has(node):
-            report.without_reference += 1
-            fed.update(run(fed))
-        else:
-            expected = reference.values(node)
-            computed = None
-            if id(node) in random:
-                report.random += 1
-            else:
-                report.compared += 1
-                try:
-                    computed = run(fed)
-                    problem = _diverges(index, node, computed, expected, fed, options)
-                except JaxportError as e:
-                    problem = _failed(index, node, e, expected, fed)
-                if problem is not None:
-                    report.diverging += 1
-                    if len(report.divergences) < DESCRIBED_DIVERGENCES:
-                        report.divergences.append(problem)
-            fed.update({name: _fed_value(value, (computed or {}).get(name)) for name, value in expected.items()})
-            if computed:
-                fed.update((name, value) for name, value in computed.items() if name not in expected)
-        intermediates += len(_writes(node))
-        report.peak_intermediates = max(report.peak_intermediates, intermediates)
-        for name in _reads(node):
-            remaining[name] -= 1
-        for name in [*_reads(node), *_writes(node)]:
-            if not remaining.get(name):  # read by no later node
-                if fed.pop(name, None) is not None and name not in initial:
-                    intermediates -= 1
-                if own is not None and name not in kept:
-                    own.pop(name, None)
-    expected_outputs = reference.outputs()
-    if own is not None:
-        actual = [own[o.name] if isinstance(o, Ref) else o for o in program.outputs]
-        actual = [a for a in actual if a is not None]
-        report.outputs = _compare_outputs(actual, expected_outputs, output_names, options)
+                                nodes=len(model.program.nodes))
+    walk = _Walk(model, inputs, reference, options, report)
+    for index, node in enumerate(model.program.nodes):
+        walk.step(index, node)
+    expected = reference.outputs()
+    if walk.own is not None:
+        report.outputs = _compare_outputs(walk.own_outputs(), expected, output_names, options)
     report.seconds = time.perf_counter() - start
     return report
+
+
+class _Walk:
+    """The two environments of `_localize` and what the walk found, node by node."""
+
+    def __init__(self, model: JaxModel, inputs: list, reference: _Reference, options: _Options,
+                 report: VerificationReport):
+        program = self.program = model.program
+        self.reference, self.options, self.report = reference, options, report
+        self.random = {id(n) for n in program.random_nodes()}
+        self.initial = {value: model.params[name] for value, name in program.state_inputs}
+        self.initial.update(program.constants)
+        self.initial.update((spec.value, as_jax(x, f"input '{spec.name}'"))
+                            for spec, x in zip(program.user_inputs, inputs))
+        self.fed: dict[str, Any] = dict(self.initial)
+        self.own: dict[str, Any] | None = dict(self.initial)
+        #: values on the fed side that jaxport computed without a reference value
+        self.unreferenced: set[str] = set()
+        self.remaining = _readers(program)
+        self.kept = {o.name for o in program.outputs if isinstance(o, Ref)}
+        self.intermediates = 0
+
+    def step(self, index: int, node: Node) -> None:
+        run = _node_runner(self.program, node)
+        if self.own is not None:
+            try:
+                self.own.update(run(self.own))
+            except JaxportError as e:
+                self.report.propagation_error, self.own = one_line(e, 500), None
+        if not self.reference.has(node):
+            self.report.without_reference += 1
+            computed = run(self.fed)
+            self.fed.update(computed)
+            self.unreferenced.update(computed)
+        else:
+            self._compare(index, node, run)
+        self._drop(node)
+
+    def _compare(self, index: int, node: Node, run: Callable[[Mapping[str, Any]], dict[str, Any]]) -> None:
+        """The node on the reference's inputs against the reference; then the reference's values
+        (those it has) stand for the node's results."""
+        expected = self.reference.values(node)
+        computed: dict[str, Any] = {}
+        if id(node) in self.random:  # another generator's draws: not comparable
+            self.report.random += 1
+        else:
+            self.report.compared += 1
+            try:
+                computed = run(self.fed)
+                problem = _diverges(index, node, computed, expected, self.fed, self.options)
+            except JaxportError as e:
+                problem = _failed(index, node, e, expected, self.fed)
+            if problem is not None:
+                unreferenced = tuple(n for n in _reads(node) if n in self.unreferenced)
+                self.report.diverging += 1
+                if len(self.report.divergences) < DESCRIBED_DIVERGENCES:
+                    self.report.divergences.append(dataclasses.replace(problem, unreferenced_inputs=unreferenced))
+        self.fed.update({name: _fed_value(value, computed.get(name)) for name, value in expected.items()})
+        self.unreferenced.difference_update(expected)
+        extra = {name: value for name, value in computed.items() if name not in expected}
+        self.fed.update(extra)
+        self.unreferenced.update(extra)
+
+    def _drop(self, node: Node) -> None:
+        """Forget the values no later node reads (the own side keeps the program's outputs)."""
+        self.intermediates += len(_writes(node))
+        self.report.peak_intermediates = max(self.report.peak_intermediates, self.intermediates)
+        for name in _reads(node):
+            self.remaining[name] -= 1
+        for name in [*_reads(node), *_writes(node)]:
+            if self.remaining.get(name):
+                continue
+            if name in self.fed:
+                del self.fed[name]
+                self.intermediates -= name not in self.initial
+            self.unreferenced.discard(name)
+            if self.own is not None and name not in self.kept:
+                self.own.pop(name, None)
+
+    def own_outputs(self) -> list:
+        """jaxport's own values of the program's outputs (constants as they are, Nones left out)."""
+        outputs = [self.own[o.name] if isinstance(o, Ref) else o for o in self.program.outputs]
+        return [o for o in outputs if o is not None]
 
 
 def _reads(node: Node) -> list[str]:
