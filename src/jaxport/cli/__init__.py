@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--localize", action="store_true", help="also run both node by node, each jaxport node "
                         "on the reference's inputs, and report the first node that diverges")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.add_argument("--lowerings", action="append", default=[], metavar="MODULE", help=_LOWERINGS_HELP)
 
     convert = commands.add_parser(
         "convert", help="write a model as standalone JAX source (model.py) plus its weights"
