@@ -18,6 +18,7 @@ import torch
 import jaxport
 from jaxport import cli, verification
 from jaxport.errors import InputError, ModelFileError
+from jaxport.verification import onnx_reference
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -289,9 +290,9 @@ def test_onnx_intermediates_fetched_in_chunks_give_the_same_report(chain_onnx, m
     with jaxport.lowerings({("", "Tanh"): tanh_off_by_a_bit}):
         whole = jaxport.verify(chain_onnx, (x,), localize=True)
         runs = []
-        monkeypatch.setattr(verification, "ONNX_CHUNK_BYTES", 3 * 6 * 4 * 2)  # two values a run
-        original = verification._RunChecked.run
-        monkeypatch.setattr(verification._RunChecked, "run",
+        monkeypatch.setattr(onnx_reference, "ONNX_CHUNK_BYTES", 3 * 6 * 4 * 2)  # two values a run
+        original = onnx_reference._RunChecked.run
+        monkeypatch.setattr(onnx_reference._RunChecked, "run",
                             lambda self, names, feeds, o=None: runs.append(list(names)) or original(self, names, feeds, o))
         chunked = jaxport.verify(chain_onnx, (x,), localize=True)
     assert max(len(r) for r in runs) == 2 and len(runs) >= 12
