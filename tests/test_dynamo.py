@@ -67,8 +67,8 @@ def bert_classifier():
     return BertForSequenceClassification(config).eval(), (), {"input_ids": ids, "attention_mask": mask}
 
 
-MODELS = {"cnn": zoo.cnn, "resnet": zoo.resnet, "gpt2": zoo.gpt2, "llama": zoo.llama,
-          "bert_classifier": bert_classifier}
+MODELS = {"cnn": zoo.cnn, "resnet": zoo.resnet, "gpt2": zoo.gpt2, "llama": zoo.llama, "vit": zoo.vit,
+          "minilm": zoo.minilm, "bert_classifier": bert_classifier}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

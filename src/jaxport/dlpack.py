@@ -37,6 +37,9 @@ def to_jax(tensor: torch.Tensor, *, what: str = "a tensor", error: type[Exceptio
             dtypes.warn_narrowing(what, exact)
         tensor = tensor.to(dtypes.torch_dtype(narrow))
     if tensor.device.type != "cpu":
+        on_device = _shared_on_device(tensor)
+        if on_device is not None:
+            return on_device
         tensor = tensor.cpu()
     if not tensor.is_contiguous():
         tensor = tensor.contiguous()
@@ -52,6 +55,18 @@ def to_jax(tensor: torch.Tensor, *, what: str = "a tensor", error: type[Exceptio
             default = jax.devices()[0]
             return shared if default.platform == "cpu" else jax.device_put(shared, default)
     return jnp.asarray(to_numpy(tensor))
+
+
+def _shared_on_device(tensor: torch.Tensor) -> jax.Array | None:
+    """A GPU tensor as a jax.Array on the same device, through DLPack without a copy; None where
+    JAX has no such device (a CPU-only jaxlib) or cannot take the buffer: then it goes through
+    the host."""
+    if tensor.dtype == torch.bool or tensor.numel() == 0:
+        return None
+    try:
+        return jax.dlpack.from_dlpack(tensor.contiguous())
+    except Exception:
+        return None
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:

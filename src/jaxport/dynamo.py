@@ -166,14 +166,14 @@ def _warn_fallback(missing) -> None:
 
 
 def _output_kinds(graph_module: torch.fx.GraphModule) -> list:
-    """What each output of the graph is: a torch dtype for a tensor (JAX may hold it narrower,
-    int32 for int64 when x64 is off), `int`/`float`/`bool` for a size or scalar, None for None."""
+    """What each output of the graph is: (dtype, device) for a tensor (JAX may hold it narrower,
+    int32 for int64 when x64 is off, or elsewhere), `int`/`float`/`bool` for a size or scalar, None for None."""
     output = next(n for n in graph_module.graph.nodes if n.op == "output")
     kinds = []
     for value in output.args[0]:
         val = value.meta.get("val") if isinstance(value, torch.fx.Node) else value
         if isinstance(val, torch.Tensor):
-            kinds.append(val.dtype)
+            kinds.append((val.dtype, val.device))
         elif isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
             kinds.append(int)
         elif isinstance(val, (torch.SymFloat, float)):
@@ -234,8 +234,11 @@ def _to_torch(value, kind):
         return value
     if kind in (int, float, bool):
         return kind(value)
+    dtype, device = kind
     tensor = dlpack.to_torch(value)
-    return tensor if tensor.dtype == kind else tensor.to(kind)
+    if tensor.device != device:
+        tensor = tensor.to(device)  # JAX without that device (a CPU jaxlib beside CUDA tensors)
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
 
 
 def _unshared(outputs: list, inputs: list[torch.Tensor]) -> list:
