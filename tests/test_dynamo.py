@@ -12,6 +12,7 @@ import textwrap
 import pytest
 import torch
 
+import jaxport
 from jaxport import dynamo
 from jaxport.errors import UnsupportedOpsError
 from tests.support import zoo
@@ -188,6 +189,17 @@ def test_outputs_do_not_alias_inputs():
     copied.add_(1)
     torch.testing.assert_close(x, torch.arange(6.0))
     torch.testing.assert_close(doubled, torch.arange(6.0) * 2)
+
+
+def test_compiles_after_the_eager_frontend_named_the_jax_device():
+    """With the eager frontend loaded, torch.accelerator sees the jax device, and Dynamo asks it
+    for its current stream at every trace: the device's hooks and guard must answer."""
+    with jaxport.eager():
+        on_jax = torch.ones(2, device="jax")
+    compiled = torch.compile(lambda x: torch.sin(x) * 2, backend="jaxport")
+    x = torch.linspace(-1, 1, 5)
+    torch.testing.assert_close(compiled(x), torch.sin(x) * 2)
+    assert on_jax.device.type == "jax"
 
 
 @torch.library.custom_op("jaxport_dynamo_test::shout", mutates_args=())

@@ -1,4 +1,5 @@
-"""The `torch.jax` device module PyTorch looks up for `device="jax"` (PrivateUse1)."""
+"""The `torch.jax` device module PyTorch looks up for `device="jax"` (PrivateUse1), and the
+hooks and device guard its C++ side asks a PrivateUse1 backend for."""
 
 from __future__ import annotations
 
@@ -66,3 +67,28 @@ def get_amp_supported_dtype():
 def synchronize(device=None) -> None:
     for array in jax.live_arrays():
         array.block_until_ready()
+
+
+class Hooks(torch._C._acc.PrivateUse1Hooks):
+    """What PyTorch's C++ side asks of the backend behind PrivateUse1: it is built and available.
+
+    With `torch.jax.is_available()` true, `torch.accelerator` names the jax device the
+    accelerator, and code that then asks for its current stream (Dynamo, at every
+    `torch.compile` trace) needs these hooks and a device guard registered, or fails with
+    "PyTorch is not linked with support for jax devices"."""
+
+    def is_available(self) -> bool:
+        return True
+
+    def has_primary_context(self, dev_id) -> bool:
+        return True
+
+    def is_built(self) -> bool:
+        return True
+
+
+class DeviceGuard(torch._C._acc.DeviceGuard):
+    """One device, one default stream: nothing to switch."""
+
+    def type_(self):
+        return torch._C._autograd.DeviceType.PrivateUse1
