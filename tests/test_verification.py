@@ -330,6 +330,18 @@ def test_cli_localize_text_and_json(small_pt2, capfd):
     assert data["first_divergence"]["op"] == "aten.gelu.default" and data["first_divergence"]["module_path"] == "act"
 
 
+def test_cli_localize_names_a_wrong_lowering_given_on_the_command_line(small_pt2, tmp_path, capfd):
+    lowerings = tmp_path / "wrong_gelu.py"
+    lowerings.write_text("import jax\n\n\ndef gelu(self, approximate='none'):\n    return -jax.nn.gelu(self)\n\n\n"
+                         "LOWERINGS = {'aten::gelu': gelu}\n")
+    rc, out, err = run_cli(capfd, "verify", small_pt2, "--localize", "--json", "--lowerings", lowerings)
+    assert rc == 1, err
+    divergence = json.loads(out)["first_divergence"]
+    assert divergence["op"] == "aten.gelu.default" and divergence["module_path"] == "act"
+    rc, out, err = run_cli(capfd, "verify", small_pt2, "--localize")  # the scope ended with the command
+    assert rc == 0, out + err
+
+
 def test_cli_localize_onnx_with_inputs(chain_onnx, tmp_path, capfd):
     np.savez(tmp_path / "x.npz", x=np.ones((2, 6), np.float32))
     with jaxport.lowerings({("", "Tanh"): tanh_off_by_a_bit}):

@@ -19,7 +19,9 @@ import os
 import sys
 
 _LOWERINGS_HELP = ("a Python module (dotted name, or a .py file) of your own to import first: its "
-                   "jaxport.register_lowering calls give ops jaxport lacks their lowerings (repeatable)")
+                   "jaxport.register_lowering calls give ops jaxport lacks their lowerings, and a dict "
+                   "LOWERINGS = {op: function} in it replaces any lowering for this command, as "
+                   "`with jaxport.lowerings(LOWERINGS)` would (repeatable)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,24 +74,28 @@ def main(argv: list[str] | None = None) -> int:
     from ..errors import JaxportError
 
     try:
-        _import_lowerings(getattr(opts, "lowerings", []))
+        replacements = _import_lowerings(getattr(opts, "lowerings", []))
         if opts.command == "inspect":
             from .inspect import run
         elif opts.command == "verify":
             from .verify import run
         else:
             from .convert import run
-        return run(opts)
+        from ..ops import registry
+
+        with registry.lowerings(replacements):
+            return run(opts)
     except (JaxportError, OSError) as e:
         print(f"jaxport {opts.command}: {e}", file=sys.stderr)
         return 2
 
 
-def _import_lowerings(modules: list[str]) -> None:
+def _import_lowerings(modules: list[str]) -> dict:
     """Import the user's modules of lowerings (their own code, named on the command line; never
-    anything a model file names)."""
+    anything a model file names); returns the replacements their `LOWERINGS` dicts name."""
     from ..errors import InputError
 
+    replacements: dict = {}
     for module in modules:
         try:
             if module.endswith(".py") or os.sep in module:
@@ -101,11 +107,17 @@ def _import_lowerings(modules: list[str]) -> None:
                 sys.modules[name] = loaded  # so emit can import or copy its functions
                 spec.loader.exec_module(loaded)
             else:
-                importlib.import_module(module)
+                loaded = importlib.import_module(module)
         except InputError:
             raise
         except Exception as e:
             raise InputError(f"--lowerings {module}: importing it failed: {type(e).__name__}: {e}") from None
+        named = getattr(loaded, "LOWERINGS", {})
+        if not isinstance(named, dict):
+            raise InputError(f"--lowerings {module}: its LOWERINGS is a {type(named).__name__}, not a dict "
+                             "of {op: function}")
+        replacements.update(named)
+    return replacements
 
 
 if __name__ == "__main__":
