@@ -11,6 +11,11 @@ The common path is here; the rest lives in named submodules:
     jaxport.compare       the output comparator `jaxport verify` and the tests use
     jaxport.verification  `verify` (also on the top level): a model against PyTorch or onnxruntime,
                           node by node with `localize=True`; its report types
+    jaxport.dynamo        the `torch.compile(model, backend="jaxport")` backend (found by its
+                          entry point; no import needed)
+
+`register_lowering` and `lowerings` (from `jaxport.ops.registry`) give jaxport the JAX
+implementation of an op of your own, or replace one of its lowerings inside a scope.
 """
 
 from __future__ import annotations
@@ -75,7 +80,8 @@ def disable_eager() -> None:
 
 
 #: Submodules `jaxport.<name>` reaches without an import of its own.
-_SUBMODULES = frozenset({"compare", "distributed", "generation", "interop", "sharding", "train", "verification"})
+_SUBMODULES = frozenset({"compare", "distributed", "dynamo", "generation", "interop", "sharding", "train",
+                         "verification"})
 
 #: Names the top level had in 0.1, now in a submodule: they still work, with a DeprecationWarning,
 #: until 0.3.
