@@ -64,7 +64,9 @@ def _commit() -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
     commit = git("rev-parse", "--short=10", "HEAD") or "unknown"
-    return commit + ("+dirty" if git("status", "--porcelain", "--untracked-files=no", "src", "benchmarks") else "")
+    # The results files are not code: a run appending its rows must not mark its own later rows dirty.
+    changed = git("status", "--porcelain", "--untracked-files=no", "src", "benchmarks", ":!benchmarks/results")
+    return commit + ("+dirty" if changed else "")
 
 
 def _cpu_model() -> str:

@@ -153,6 +153,17 @@ def test_graph_breaks_run_each_part_on_jax():
     assert dynamo.counters["graphs"] == 3
 
 
+def test_generate_with_a_compiled_forward_gives_eagers_tokens():
+    """transformers' generate over a compiled forward: a cache that grows each step (its empty
+    tensors are constants of the first graph, read outside AOTAutograd's fake mode)."""
+    model, (ids,), _ = zoo.gpt2()
+    expected = model.generate(ids, max_new_tokens=4, do_sample=False, pad_token_id=0, use_cache=True)
+    model.forward = torch.compile(model.forward, backend="jaxport")
+    generated = model.generate(ids, max_new_tokens=4, do_sample=False, pad_token_id=0, use_cache=True)
+    assert torch.equal(generated, expected)
+    assert dynamo.counters["graphs"] >= 2 and dynamo.counters["fallbacks"] == 0
+
+
 def test_dynamic_sizes_compile_one_graph():
     """dynamic=True: one forward and one backward graph serve every batch size."""
     torch.manual_seed(0)

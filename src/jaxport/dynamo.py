@@ -29,6 +29,7 @@ import jax
 import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from . import dlpack
 from .errors import UnsupportedOpsError
@@ -142,7 +143,10 @@ _warned: set[frozenset] = set()
 
 def _graph_compiler(chosen: Settings) -> Callable:
     def compile_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
-        program = graph_program(graph_module)
+        # AOTAutograd calls compilers inside its fake mode; the graph's constants (a model's
+        # buffers it closes over, such as an empty cache's tensors) are real and read as such
+        with unset_fake_temporarily():
+            program = graph_program(graph_module)
         missing = program.unsupported()
         if missing:
             if not chosen.fallback:
