@@ -57,7 +57,11 @@ CONFIGS = {
     "roformer": dict(is_decoder=True, embedding_size=32, max_position_embeddings=64),
     "rembert": dict(is_decoder=True, input_embedding_size=16, output_embedding_size=16, pad_token_id=0,
                     bos_token_id=1, eos_token_id=2),
+    # no cache at all: each step runs the model over every token so far, as transformers does
+    "openai-gpt": dict(n_embd=32, n_layer=2, n_head=4, vocab_size=100, n_positions=64),
 }
+#: Model types whose configs name their sizes their own way (no SMALL).
+OWN_SIZES = ("gpt2", "openai-gpt")
 #: Qwen3-Next: a gated-delta-rule linear-attention layer beside a full-attention one; one prefill
 #: program serves every prompt length.
 QWEN3_NEXT = dict(layer_types=["linear_attention", "full_attention"], linear_num_value_heads=2,
@@ -70,7 +74,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def tiny_model(model_type: str, seed: int = 0) -> transformers.PreTrainedModel:
     extra = CONFIGS[model_type]
-    fields = extra if model_type == "gpt2" else {**SMALL, **extra}
+    fields = extra if model_type in OWN_SIZES else {**SMALL, **extra}
     config = transformers.AutoConfig.for_model(model_type, **fields)
     torch.manual_seed(seed)
     return transformers.AutoModelForCausalLM.from_config(config).eval()
@@ -516,6 +520,20 @@ def test_prefill_programs_per_prompt_length():
         want = model(torch.from_numpy(ids).long()).logits.numpy()
     np.testing.assert_allclose(np.asarray(logits), want, rtol=1e-5, atol=1e-5)
     assert lm.prefill_program(3) is lm.prefill_program(3) and lm.prefill_program(2) is not lm.prefill_program(3)
+
+
+def test_models_without_a_cache_keep_their_tokens_and_refuse_inputs_of_their_own():
+    """GPT-1 keeps no cache: its one state is the tokens so far; XLM's generate appends a mask
+    token to them, which a step over the tokens cannot reproduce: refused by name."""
+    lm = jaxport.from_causal_lm(tiny_model("openai-gpt", seed=13), max_length=10, max_batch=2)
+    ids = np.array([[3, 4, 5], [6, 7, 8]], np.int32)
+    logits, cache = lm.prefill(lm.params, lm.init_cache(2), ids)
+    assert logits.shape == (2, 3, 100) and [set(layer) for layer in cache["layers"]] == [{"tokens"}]
+    np.testing.assert_array_equal(np.asarray(cache["layers"][0]["tokens"])[:, :3], ids)
+    config = transformers.XLMConfig(emb_dim=32, n_layers=1, n_heads=4, vocab_size=100, n_langs=2, use_lang_emb=True)
+    xlm = transformers.XLMWithLMHeadModel(config).eval()
+    with pytest.raises(jaxport.InputError, match="XLMWithLMHeadModel: .*prepare_inputs_for_generation (adds|changes)"):
+        jaxport.from_causal_lm(xlm, max_length=10)
 
 
 def test_layers_the_text_never_fills_cache_nothing():

@@ -39,6 +39,13 @@ _LINEAR = {
     "LinearAttentionAndFullAttentionLayer": {"keys": 2, "values": 2},
     "LinearAttentionAndSlidingWindowAttentionLayer": {"keys": 2, "values": 2},
 }
+#: The one state of a model that keeps no cache (GPT-1): the tokens so far, `[B, L]`, which every
+#: step runs the model over again, as transformers' `generate` does for such models.
+_TOKENS = "tokens"
+#: Inputs a cacheless model's `prepare_inputs_for_generation` may hand its forward besides the
+#: tokens and their mask: settings, none of them a tensor of its own.
+_PLAIN_GENERATION_INPUTS = frozenset({"input_ids", "attention_mask", "position_ids", "use_cache",
+                                      "past_key_values", "cache_position", "logits_to_keep", "return_dict"})
 #: A recurrent layer's states: transformers' attribute (a dict by state index) -> the prefix of
 #: each state's name in the layer's dict (`conv_0`, `recurrent_0`, ...).
 _RECURRENT_PREFIXES = {"conv_states": "conv_", "recurrent_states": "recurrent_"}
@@ -88,6 +95,8 @@ class CausalLMStep(torch.nn.Module):
         #: Each layer's states as it caches them ({name: (shape without the batch, slots included,
         #: dtype)}, in the dtypes it caches in (under autocast, if the caller traces under it).
         self.layer_states, self._cross_attention = probed or _cached_states(model, max_length)
+        #: Whether the model keeps no cache: each step runs it over every token so far.
+        self.recomputes = [set(layer) for layer in self.layer_states] == [{_TOKENS}]
         #: Whether some layer keeps recurrent states: prefill and decode are then two programs.
         self.recurrent = any(_recurrent_slot(name) for layer in self.layer_states for name in layer)
         #: Whether this is one of two programs, for a prompt into an empty cache or one token after.
@@ -97,6 +106,12 @@ class CausalLMStep(torch.nn.Module):
         # Mamba-style models take their cache as `cache_params`; the rest as `past_key_values`
         self._cache_argument = "cache_params" if "cache_params" in forward else "past_key_values"
         self._takes_positions = "position_ids" in forward
+        from transformers import GenerationMixin
+
+        # GPT-1 prepares its own inputs for generate (no position ids); the generic preparation
+        # passes positions counted over the mask
+        self._own_generation_inputs = (type(model).prepare_inputs_for_generation
+                                       is not GenerationMixin.prepare_inputs_for_generation)
 
     def variant(self, *, split: bool = False, decoding: bool = False) -> CausalLMStep:
         """The same model's step as one of a split model's two programs, on the states this one
@@ -152,6 +167,8 @@ class CausalLMStep(torch.nn.Module):
         return cache
 
     def forward(self, input_ids, attention_mask, position_ids, length, states):
+        if self.recomputes:
+            return self._recompute(input_ids, attention_mask, length, states[0][_TOKENS])
         cache = self._static_cache(length, states)
         if self.recurrent and not self.decoding:
             # transformers gives a prompt's recurrent layers its own [B, T] mask: they zero its padding
@@ -171,6 +188,23 @@ class CausalLMStep(torch.nn.Module):
                              **{self._cache_argument: model_cache}, **kwargs)
         return out.logits, [{name: _state(layer, name) for name in state}
                             for layer, state in zip(cache.layers, states)]
+
+
+    def _recompute(self, input_ids, attention_mask, length, tokens):
+        """A step of a model without a cache: the new tokens written into the token slots, the
+        model run over all `L` slots (the unused ones masked, and after every real token, so a
+        causal model's real positions never see them), the logits of the new tokens' slots
+        read out. Inputs as the model's `generate` passes them (GPT-1's: no position ids, so
+        positions count slots, as they count tokens in transformers' growing sequence)."""
+        slots = torch.arange(input_ids.shape[1], device=input_ids.device) + length
+        tokens = tokens.index_copy(1, slots, input_ids.to(tokens.dtype))
+        kwargs = {}
+        if self._takes_positions and not self._own_generation_inputs:
+            # transformers' generic preparation: positions counted over the mask, padding at 1
+            positions = attention_mask.long().cumsum(-1) - 1
+            kwargs["position_ids"] = positions.masked_fill(attention_mask == 0, 1)
+        out = self.model(input_ids=tokens.long(), attention_mask=attention_mask, **kwargs)
+        return out.logits.index_select(1, slots), [{_TOKENS: tokens}]
 
 
 def _state_count(recurrent: dict) -> int:
@@ -226,14 +260,19 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[s
     with torch.no_grad():
         out = model(input_ids=torch.zeros(1, 2, dtype=torch.long), use_cache=True)
     cache = getattr(out, "past_key_values", None) or getattr(out, "cache_params", None)
+    if cache is None and not any(hasattr(out, own) for own in _OWN_CACHES):
+        _check_plain_generation_inputs(model)
+        return [{_TOKENS: ((max_length,), torch.int32)}], False
     cross_attention = isinstance(cache, EncoderDecoderCache)
     if cross_attention:
         if cache.cross_attention_cache.get_seq_length():
             raise InputError(f"{name}: it cross-attends to an encoder's states, which from_causal_lm does not take")
         cache = cache.self_attention_cache
     if not isinstance(cache, DynamicCache):
+        own = next((field for field in _OWN_CACHES if hasattr(out, field)), None)
+        kept = f"a cache of its own ({own})" if cache is None and own else type(cache).__name__
         raise InputError(f"{name}: jaxport.from_causal_lm needs a model that returns a key/value cache "
-                         f"(DynamicCache); it returned {type(cache).__name__}")
+                         f"(DynamicCache) or none; it returned {kept}")
     layers = []
     for i, layer in enumerate(cache.layers):
         kind = type(layer).__name__
@@ -265,6 +304,25 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[s
     if not any(layers):
         raise InputError(f"{name}: no layer of it caches keys, values or recurrent states")
     return layers, cross_attention
+
+
+#: Output fields of models that keep a cache of their own kind (XLNet's `mems`, Reformer's
+#: buckets, RWKV's `state`): not models to run again over all tokens.
+_OWN_CACHES = ("mems", "past_buckets_states", "state")
+
+
+def _check_plain_generation_inputs(model: torch.nn.Module) -> None:
+    """A model without a cache is run again over every token at each step, as its own `generate`
+    does; refuse one whose `prepare_inputs_for_generation` changes the tokens or adds inputs
+    of its own (XLM appends a mask token, XLNet a permutation mask)."""
+    ids = torch.zeros(1, 3, dtype=torch.long)
+    prepared = model.prepare_inputs_for_generation(ids, attention_mask=torch.ones_like(ids))
+    extra = sorted(k for k, v in prepared.items() if v is not None and k not in _PLAIN_GENERATION_INPUTS)
+    changed = prepared.get("input_ids") is None or tuple(prepared["input_ids"].shape) != tuple(ids.shape)
+    if extra or changed:
+        what = f"adds {', '.join(extra)}" if extra else "changes the tokens"
+        raise InputError(f"{type(model).__name__}: it keeps no key/value cache, and its prepare_inputs_for_generation "
+                         f"{what}, which from_causal_lm does not reproduce")
 
 
 @functools.cache
