@@ -59,6 +59,9 @@ CONFIGS = {
                     bos_token_id=1, eos_token_id=2),
     # no cache at all: each step runs the model over every token so far, as transformers does
     "openai-gpt": dict(n_embd=32, n_layer=2, n_head=4, vocab_size=100, n_positions=64),
+    # no cache returned either: its recurrent and local-attention states live in its modules
+    "recurrent_gemma": dict(lru_width=32, attention_window_size=4, block_types=["recurrent", "attention"],
+                            head_dim=8),
 }
 #: Model types whose configs name their sizes their own way (no SMALL).
 OWN_SIZES = ("gpt2", "openai-gpt")
