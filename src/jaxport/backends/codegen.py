@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import JaxportError, OpUse, UnsupportedOpsError
-from ..ir import Node, Program, Ref, Subgraph, TensorSpec, interpret
+from ..ir import Node, Program, Ref, Subgraph, TensorSpec, interpret, references
 from ..ops import registry
 from ._sources import NotCopyable, OpLibrary
 from .model import JaxModel
@@ -498,33 +498,16 @@ class _Emitter:
         return ["", f"def {name}({', '.join(parameters)}):", *("    " + line if line else "" for line in lines)]
 
 
-def _refs(value, into: set[str]) -> set[str]:
-    if isinstance(value, Ref):
-        into.add(value.name)
-    elif isinstance(value, Subgraph):
-        into.update(value.captures)
-    elif isinstance(value, (tuple, list)):
-        for v in value:
-            _refs(v, into)
-    elif isinstance(value, Mapping):
-        for v in value.values():
-            _refs(v, into)
-    return into
-
-
 def _live(program: Program) -> tuple[list[bool], set[str]]:
     """(per node: whether an output or update depends on it, every value name read by a live
     node, an output or an update). Nodes are pure, so the others can be left out."""
-    read = _refs(program.outputs, set())
-    _refs(dict(program.buffer_updates), read)
-    _refs(dict(program.input_updates), read)
+    read = set(references((program.outputs, program.buffer_updates, program.input_updates)))
     live = [False] * len(program.nodes)
     for index in reversed(range(len(program.nodes))):
         node = program.nodes[index]
         if any(name in read for name in (node.outputs or (node.name,))):
             live[index] = True
-            _refs(node.args, read)
-            _refs(dict(node.kwargs), read)
+            read.update(references((node.args, node.kwargs)))
     return live, read
 
 

@@ -216,6 +216,28 @@ class Translation:
     output_names: Sequence[str] | None = None
 
 
+def references(value: Any) -> list[str]:
+    """The environment's value names `value` reads (node arguments, keyword arguments, outputs,
+    updates), in order and each once: its `Ref`s and its subgraphs' captures, nested in lists,
+    tuples and dicts."""
+    names: list[str] = []
+
+    def visit(item: Any) -> None:
+        if isinstance(item, Ref):
+            names.append(item.name)
+        elif isinstance(item, Subgraph):
+            names.extend(item.captures)
+        elif isinstance(item, (list, tuple)):
+            for v in item:
+                visit(v)
+        elif isinstance(item, Mapping):
+            for v in item.values():
+                visit(v)
+
+    visit(value)
+    return list(dict.fromkeys(names))
+
+
 def flatten_by_name(names: Sequence[str]) -> Callable[[tuple, dict], list]:
     """Inputs given by position, then by name, as a flat list in `names` order: how models whose
     inputs are named graph inputs (ONNX, a reloaded export) take them."""

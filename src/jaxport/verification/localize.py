@@ -30,7 +30,7 @@ from ..backends.inputs import as_jax
 from ..backends.model import JaxModel
 from ..compare import as_numpy, compare
 from ..errors import JaxportError, one_line
-from ..ir import Input, Node, Program, Ref, Subgraph, interpret
+from ..ir import Input, Node, Program, Ref, interpret, references
 from ..ops import registry
 from .inputs import Options
 from .report import (
@@ -188,23 +188,7 @@ class _Walk:
 
 def _reads(node: Node) -> list[str]:
     """The environment's values a node reads: its arguments' references and its subgraphs' captures."""
-    names: list[str] = []
-
-    def visit(value: Any) -> None:
-        if isinstance(value, Ref):
-            names.append(value.name)
-        elif isinstance(value, Subgraph):
-            names.extend(value.captures)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                visit(v)
-        elif isinstance(value, dict):
-            for v in value.values():
-                visit(v)
-
-    visit(node.args)
-    visit(node.kwargs)
-    return list(dict.fromkeys(names))
+    return references((node.args, node.kwargs))
 
 
 def _writes(node: Node) -> list[str]:
