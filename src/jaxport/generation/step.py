@@ -189,7 +189,6 @@ class CausalLMStep(torch.nn.Module):
         return out.logits, [{name: _state(layer, name) for name in state}
                             for layer, state in zip(cache.layers, states)]
 
-
     def _recompute(self, input_ids, attention_mask, length, tokens):
         """A step of a model without a cache: the new tokens written into the token slots, the
         model run over all `L` slots (the unused ones masked, and after every real token, so a
