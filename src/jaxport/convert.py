@@ -7,6 +7,7 @@ in their frontend; the `JaxModel` is made from the frontend's `Translation` the 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -15,6 +16,7 @@ import torch
 
 from . import dtypes
 from .backends.model import JaxModel
+from .devices import module_device, moved
 from .frontends import hugging_face, torch_export
 from .frontends import onnx as onnx_frontend
 from .frontends.torch_export import quiet_torch_logs
@@ -35,7 +37,8 @@ def from_torch(
     """Convert `module`, called as `module(*args, **kwargs)`, into a pure JAX function.
 
     Args:
-      module: the model.
+      module: the model, on any device. On the `meta` device (no weights in memory), the model
+        is converted from its shapes alone and `JaxModel.load_weights` gives it its weights.
       train: True converts training behaviour (BatchNorm batch statistics and running-stat
         updates, active dropout that takes `rng=`), False inference behaviour; the module's
         own mode is restored afterwards. None (the default) converts the mode it is in.
@@ -53,12 +56,16 @@ def from_torch(
     policy = precision_policy(dtype)
     if policy is not None:
         module = policy.prepare(module)
-        with policy.autocast():
+        with policy.autocast(module_device(module, (args, kwargs))):
             model = from_torch(module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict,
                                decompose=decompose, train=train)
         if isinstance(model, CacheFedModel):  # its cached steps: the same module, under autocast too
             model._convert_options["dtype"] = Precision(compute=policy.compute)
         return model
+    if module_device(module).type == "meta":
+        # Converted before its weights exist (JaxModel.load_weights gives them): the example
+        # inputs only lend their shapes and dtypes, on the module's device.
+        args, kwargs = moved(args, module_device(module)), moved(kwargs, module_device(module))
     training = getattr(module, "training", False) if train is None else bool(train)
     modes = {m: m.training for m in module.modules()} if isinstance(module, torch.nn.Module) else {}
     try:
@@ -117,15 +124,16 @@ class CacheFedModel(JaxModel):
             get_auto_dynamic_shapes,  # optional (`jaxport[hf]`)
         )
 
-        example = {k: _torch_like(v) for k, v in kwargs.items() if k != "past_key_values"}
+        device = module_device(self._module)  # trace where the module lives (cuda, meta, cpu)
+        example = {k: _torch_like(v, device) for k, v in kwargs.items() if k != "past_key_values"}
         cache = kwargs["past_key_values"]
         if not isinstance(cache, self._cache_spec.type):
             leaves = hugging_face.leaves_from_arrays(
                 self._cache_spec.context, cache, self._cache_spec.num_children, "input 'past_key_values'"
             )
-            cache = self._cache_spec.unflatten([_torch_like(x) for x in leaves])
+            cache = self._cache_spec.unflatten([_torch_like(x, device) for x in leaves])
         example["past_key_values"] = cache
-        example_args = tuple(_torch_like(a) for a in args)
+        example_args = tuple(_torch_like(a, device) for a in args)
         # Every size dynamic, as transformers' exporter does: torch.export keeps what it must fix,
         # and logs a warning for each such size (a single new token stays 1), which is expected.
         dims = get_auto_dynamic_shapes(example)
@@ -144,7 +152,10 @@ class CacheFedModel(JaxModel):
         step = self._step_for(args, kwargs)
         if step is None:
             return super().__call__(*args, rng=rng, **kwargs)
-        return step(*args, rng=rng, **kwargs)
+        # The step runs on this model's params: those it was converted with may have no values
+        # (a meta module), or be older than what load_weights or a user has put here since.
+        self._require_weights()
+        return step._call(functools.partial(step._jitted, self.params), args, kwargs, rng)
 
 
 def _admits(x, spec) -> bool:
@@ -152,12 +163,13 @@ def _admits(x, spec) -> bool:
     return spec.spec is None or not hasattr(x, "shape") or spec.spec.admits(tuple(x.shape))
 
 
-def _torch_like(x):
-    """A torch tensor with `x`'s shape and dtype for tracing (values are not read: `x` may be a tracer)."""
+def _torch_like(x, device: torch.device):
+    """A torch tensor on `device` with `x`'s shape and dtype for tracing (values are not read: `x`
+    may be a tracer)."""
     if isinstance(x, torch.Tensor):
-        return x
+        return x.to(device)
     if isinstance(x, (jax.Array, np.ndarray)):
-        return torch.ones(tuple(x.shape), dtype=dtypes.torch_dtype(x.dtype))
+        return torch.ones(tuple(x.shape), dtype=dtypes.torch_dtype(x.dtype), device=device)
     return x
 
 

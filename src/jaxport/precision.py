@@ -1,7 +1,7 @@
 """Precision policies: a float32 checkpoint run in bfloat16 or float16 the way `torch.autocast` runs it.
 
-A `Precision` converts the model as PyTorch runs it under `torch.autocast(device_type="cpu",
-dtype=compute)`: the model is traced under autocast, so the graph jaxport lowers holds autocast's
+A `Precision` converts the model as PyTorch runs it under `torch.autocast(device_type=<the model's
+device type>, dtype=compute)`: the model is traced under autocast, so the graph jaxport lowers holds autocast's
 own casts (matrix products and convolutions in `compute`, losses in float32, everything else in
 the dtype its inputs have; Hugging Face models keep their softmax and norms in float32 by their
 own code), and the converted program computes in exactly those dtypes. `params` stores the
@@ -10,8 +10,11 @@ are then no-ops): the model is traced with its parameters in that dtype, as a ch
 in it would be. `torch.autocast` regions inside a model are honoured with or without a policy:
 torch.export records their casts.
 
-The op lists are CPU autocast's, the device the model is traced on; CUDA's autocast keeps more
-ops (softmax, layer norms) in float32.
+The op lists are those of the model's own device, where it is traced: a CUDA model's autocast
+keeps more ops (softmax, layer norms) in float32 than a CPU model's. Autocast dispatches by the
+tensors' device, so autocast for another device than the model's would change nothing: the model
+would convert in float32, silently. A model on the `meta` device has no autocast (PyTorch has none
+for it): a compute policy there is refused, a storage policy (`params=`) works.
 """
 
 from __future__ import annotations
@@ -56,11 +59,18 @@ class Precision:
                 raise InputError(f"Precision(params=...) takes a floating dtype, got {dtype}")
             object.__setattr__(self, field, dtype)
 
-    def autocast(self) -> contextlib.AbstractContextManager:
-        """The context to trace the model in: `torch.autocast` at `compute`, or nothing."""
+    def autocast(self, device: torch.device | str = "cpu") -> contextlib.AbstractContextManager:
+        """The context to trace a model on `device` in: `torch.autocast` at `compute` for that
+        device's type (CUDA's op lists for a CUDA model), or nothing."""
         if self.compute is None:
             return contextlib.nullcontext()
-        return torch.autocast(device_type="cpu", dtype=dtypes.torch_dtype(self.compute))
+        device_type = torch.device(device).type
+        if not torch.amp.is_autocast_available(device_type):
+            raise InputError(
+                f"dtype={self.compute.name} runs the model as torch.autocast does on the model's device, and "
+                f"PyTorch has no autocast for {device_type!r} devices: convert the model on cpu or cuda, or keep "
+                f"its compute dtypes and store its weights in {self.compute.name} with Precision(params=...)")
+        return torch.autocast(device_type=device_type, dtype=dtypes.torch_dtype(self.compute))
 
     def prepare(self, module: torch.nn.Module) -> torch.nn.Module:
         """The module to trace: `module` itself, or with `params` set, a copy whose floating-point

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import dlpack, dtypes
-from ..errors import InputError
+from ..errors import InputError, ModelFileError
 from ..ir import Input
 
 
@@ -28,8 +28,24 @@ def as_jax(x, what: str, error: type[Exception] = InputError):
         dtypes.check_array(x, what, error)
         return jnp.asarray(x) if isinstance(x, np.ndarray) else x
     if type(x).__module__.startswith("torch"):
+        if getattr(x, "is_meta", False):
+            raise error(f"{what} is on the meta device: it has shape {tuple(x.shape)} but no values")
         return dlpack.to_jax(x, what=what, error=error)
     return x
+
+
+def as_weight(x, name: str):
+    """A weight as the model holds it: a JAX array, or, for a tensor on the meta device (a model
+    converted before its weights were loaded), a `jax.ShapeDtypeStruct` that says what
+    `JaxModel.load_weights` must give it."""
+    if getattr(x, "is_meta", False):
+        return jax.ShapeDtypeStruct(tuple(x.shape), dtypes.narrow_dtype(dtypes.numpy_dtype(x.dtype)))
+    return as_jax(x, f"weight '{name}'", ModelFileError)
+
+
+def is_abstract(x) -> bool:
+    """Whether `x` is a weight without values (see `as_weight`)."""
+    return isinstance(x, jax.ShapeDtypeStruct)
 
 
 def check_input(x, spec: Input, hint: str = "") -> None:

@@ -9,9 +9,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from ..errors import InputError, ModelFileError
+from ..errors import InputError
 from ..ir import Translation, interpret
-from .inputs import as_jax, check_input
+from .inputs import as_jax, as_weight, check_input, is_abstract
 
 
 class JaxModel:
@@ -34,11 +34,15 @@ class JaxModel:
     A model converted in training mode (`training`) uses batch statistics in
     BatchNorm, returns the updated running statistics from `apply_with_updates`,
     and draws dropout masks from the `rng=` key that `apply` then requires.
+
+    A model converted from a module on the `meta` device has no weight values yet:
+    `params` holds a `jax.ShapeDtypeStruct` for each, `apply` runs on weights given to
+    it, and `load_weights` gives the model its own.
     """
 
     def __init__(self, translation: Translation):
         program = self.program = translation.program
-        self.params = {k: as_jax(v, f"weight '{k}'", ModelFileError) for k, v in translation.params.items()}
+        self.params = {k: as_weight(v, k) for k, v in translation.params.items()}
         self.parameter_names = tuple(translation.parameter_names)
         self.buffer_names = tuple(translation.buffer_names)
         self.tied = dict(translation.tied)
@@ -55,6 +59,57 @@ class JaxModel:
         self.jittable = not program.value_dependent_nodes()
         self._jitted = jax.jit(self._run) if self.jittable else self._run
         self.strict = False
+
+    @property
+    def missing_weights(self) -> tuple[str, ...]:
+        """Names of the weights without values (a model converted on the `meta` device)."""
+        return tuple(name for name, value in self.params.items() if is_abstract(value))
+
+    def load_weights(self, weights: Any, *, strict: bool = True, prefix: str = "") -> JaxModel:
+        """Give the model its weights, from a `{name: tensor or array}` mapping (a `state_dict`,
+        `safetensors.torch.load_file`'s dict, NumPy arrays) or an `nn.Module` (its parameters
+        and all its buffers, non-persistent ones too). Each must have the shape and dtype the
+        model was converted with (on any device: torch tensors cross by DLPack); a tied name
+        may stand for the weight it shares. `strict=True` also refuses names the model does
+        not have. `prefix` is put before every name of `weights` (a wrapper's names are its
+        inner module's under a prefix). Replaces `params`; returns the model.
+
+            model = jaxport.from_torch(module.to("meta"), args_on_meta)   # no weight copied
+            model.load_weights(safetensors.torch.load_file("model.safetensors"))
+        """
+        source = {prefix + name: value for name, value in _named_weights(weights).items()}
+        aliases = {kept: alias for alias, kept in self.tied.items()}
+        loaded, problems = {}, []
+        for name, current in self.params.items():
+            key = name if name in source else aliases.get(name)
+            if key not in source:
+                problems.append(f"no weight '{name}'")
+                continue
+            value = as_jax(source[key], f"weight '{key}'")
+            if tuple(value.shape) != tuple(current.shape) or np.dtype(value.dtype) != np.dtype(current.dtype):
+                problems.append(f"weight '{key}' is {np.dtype(value.dtype).name}{list(value.shape)}, the model's "
+                                f"{np.dtype(current.dtype).name}{list(current.shape)}")
+                continue
+            loaded[name] = value
+        if strict:
+            known = set(self.params) | set(self.tied)
+            problems += [f"unknown weight '{name}'" for name in source if name not in known]
+        if problems:
+            shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+            missing_buffers = any(p.startswith("no weight") and p[11:-1] in self.buffer_names for p in problems)
+            hint = (" (buffers a state_dict leaves out, such as non-persistent ones, come with the module "
+                    "itself: pass the nn.Module)") if missing_buffers and isinstance(weights, Mapping) else ""
+            raise InputError(f"{self.name}: load_weights: {shown}{hint}")
+        self.params = loaded
+        return self
+
+    def _require_weights(self) -> None:
+        missing = self.missing_weights
+        if missing:
+            raise InputError(
+                f"{self.name} has no values for {len(missing)} weight(s) ('{missing[0]}', ...): it was "
+                "converted on the meta device. Give it weights with model.load_weights(state_dict) "
+                "or call model.apply(params, ...)")
 
     def split_params(self, params: Mapping[str, Any] | None = None) -> tuple[dict, dict]:
         """(trainable parameters, everything else), to differentiate only the former."""
@@ -94,6 +149,10 @@ class JaxModel:
 
     def _run(self, params: Mapping[str, Any], leaves: list, rng: jax.Array | None) -> tuple[list, dict]:
         """The program on flat inputs: pure, and what `__call__` jits."""
+        for name, value in params.items():
+            if is_abstract(value):
+                raise InputError(f"weight '{name}' has no values (a jax.ShapeDtypeStruct): the model was "
+                                 "converted on the meta device; pass real weights, or use model.load_weights")
         inputs = []
         for x, spec in zip(leaves, self.program.user_inputs):
             x = as_jax(x, what=f"input '{spec.name}'")
@@ -102,6 +161,7 @@ class JaxModel:
         return interpret(self.program, params, inputs, strict=self.strict, rng=rng)
 
     def __call__(self, *args, rng: jax.Array | None = None, **kwargs) -> Any:
+        self._require_weights()
         return self._call(functools.partial(self._jitted, self.params), args, kwargs, rng)
 
     def _call(self, run: Callable[[list, jax.Array | None], tuple[list, dict]], args: tuple, kwargs: dict,
@@ -127,6 +187,7 @@ class JaxModel:
         changes to `params` are not seen: call `frozen()` again. Takes the inputs (and
         `rng=`) as calling the model does.
         """
+        self._require_weights()
         run = functools.partial(self._run, dict(self.params))
         if self.jittable:
             run = jax.jit(run)
@@ -143,3 +204,15 @@ class JaxModel:
             f"JaxModel({self.name}: {len(self.program.nodes)} ops, {len(self.params)} tensors, "
             f"{n:,} values{mode})"
         )
+
+
+def _named_weights(weights: Any) -> Mapping[str, Any]:
+    """`load_weights`' argument as {name: tensor or array}."""
+    if isinstance(weights, Mapping):
+        return weights
+    named_parameters = getattr(weights, "named_parameters", None)
+    if callable(named_parameters):  # a torch.nn.Module
+        named = dict(named_parameters(remove_duplicate=False))
+        named.update(weights.named_buffers(remove_duplicate=False))
+        return named
+    raise InputError(f"load_weights takes a mapping of names to tensors or an nn.Module, not {type(weights).__name__}")

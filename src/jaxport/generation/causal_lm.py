@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -38,10 +39,11 @@ from jax import lax
 from jax.experimental import checkify, io_callback
 
 from .. import dtypes
-from ..backends.inputs import as_jax
+from ..backends.inputs import as_jax, is_abstract
 from ..backends.model import JaxModel
 from ..backends.serialization import export
 from ..convert import from_torch
+from ..devices import module_device
 from ..errors import ExportError, InputError
 from ..frontends.hugging_face import is_model
 from ..precision import precision_policy
@@ -121,6 +123,21 @@ class CausalLM:
         self._generators: dict = {}
         self._streamer: Any = None  # the streamer of the generate call running, for `_emit`
         self._streaming_lock = threading.Lock()
+
+    @property
+    def missing_weights(self) -> tuple[str, ...]:
+        """Names of the weights without values (a model converted on the `meta` device)."""
+        return tuple(name for name, value in self.params.items() if is_abstract(value))
+
+    def load_weights(self, weights: Any, *, strict: bool = True) -> CausalLM:
+        """Give the model its weights: the Hugging Face model itself (its parameters and buffers) or
+        a mapping of its `state_dict` names to tensors or arrays (`JaxModel.load_weights`, which
+        checks each against the model's shape and dtype). `params` names them under `model.`.
+        Returns the model."""
+        program = self.step or self.decoder
+        program.load_weights(weights, strict=strict, prefix="model.")
+        self.params = program.params
+        return self
 
     def __repr__(self) -> str:
         return (f"CausalLM({self.name}: {len(self._cache_specs)} layers, max_batch={self.max_batch}, "
@@ -326,7 +343,13 @@ class CausalLM:
         key = jax.random.key(0) if rng is None else rng
         self.prefill_program(ids.shape[1])  # exported outside the jitted loop, where it must be
         run = self._generator(sampling, beams, eos, pad, new, streaming=streamer is not None)
-        args = (self.params if params is None else params, ids, mask, key)
+        if params is None:
+            if self.missing_weights:
+                raise InputError(f"{self.name} has no values for {len(self.missing_weights)} weight(s) "
+                                 f"('{self.missing_weights[0]}', ...): it was converted on the meta device. "
+                                 "Give it weights with load_weights(model or state_dict), or pass params=")
+            params = self.params
+        args = (params, ids, mask, key)
         tokens, steps = run(*args) if streamer is None else self._streamed(run, streamer, prompts, args)
         return jnp.concatenate([prompts, tokens[:, : int(steps)]], axis=1)
 
@@ -572,8 +595,9 @@ def from_causal_lm(model: torch.nn.Module, *, max_length: int, max_batch: int = 
     policy = precision_policy(dtype)
     if policy is None:
         return _from_causal_lm(model, max_length, max_batch, contextlib.nullcontext)
-    with policy.autocast():  # the cache probe and the exports all run under it
-        return _from_causal_lm(policy.prepare(model), max_length, max_batch, policy.autocast)
+    autocast = functools.partial(policy.autocast, module_device(model))  # autocast of the model's device
+    with autocast():  # the cache probe and the exports all run under it
+        return _from_causal_lm(policy.prepare(model), max_length, max_batch, autocast)
 
 
 class _FixedCount(ExportError):
@@ -617,15 +641,20 @@ def _convert_step(step: CausalLMStep, specs, rows, *, tokens: int, fixed: bool =
     symbolic from an example of `tokens`, or fixed at `tokens` when `fixed` or 1 (a one-token
     decoder); `_FixedCount` where torch.export fixes a count meant to be symbolic."""
     batch = next(shape[0] for layer in specs for shape, _ in layer.values())
-    states = [{name: torch.zeros(shape, dtype=dtype) for name, (shape, dtype) in layer.items()} for layer in specs]
-    example = (torch.zeros(batch, tokens, dtype=torch.long), torch.ones(batch, step.max_length, dtype=torch.long),
-               torch.zeros(batch, tokens, dtype=torch.long), torch.tensor(1 if step.decoding else 0), states)
+    device = module_device(step.model)  # examples where the model is: cuda, cpu, or meta
+    states = [{name: torch.zeros(shape, dtype=dtype, device=device) for name, (shape, dtype) in layer.items()}
+              for layer in specs]
+    ids = torch.zeros(batch, tokens, dtype=torch.long, device=device)
+    example = (ids, torch.ones(batch, step.max_length, dtype=torch.long, device=device), torch.zeros_like(ids),
+               torch.tensor(1 if step.decoding else 0, device=device), states)
     per_layer = [{name: {0: rows} for name in layer} for layer in states]
 
     def convert(count):
         count = count or torch.export.Dim.STATIC
         dynamic = ({0: rows, 1: count}, {0: rows}, {0: rows, 1: count}, None, per_layer)
-        return from_torch(step, example, dynamic_shapes=dynamic, train=False)
+        converted = from_torch(step, example, dynamic_shapes=dynamic, train=False)
+        converted.name = type(step.model).__name__  # errors name the user's model, not the wrapper
+        return converted
 
     if fixed or tokens == 1:
         return convert(None)

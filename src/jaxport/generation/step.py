@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ..devices import module_device
 from ..errors import InputError
 from ..frontends.hugging_face import grouped_query_attention
 
@@ -257,7 +258,7 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[s
 
     name = type(model).__name__
     with torch.no_grad():
-        out = model(input_ids=torch.zeros(1, 2, dtype=torch.long), use_cache=True)
+        out = model(input_ids=torch.zeros(1, 2, dtype=torch.long, device=module_device(model)), use_cache=True)
     cache = getattr(out, "past_key_values", None) or getattr(out, "cache_params", None)
     if cache is None and not any(hasattr(out, own) for own in _OWN_CACHES):
         _check_plain_generation_inputs(model)
@@ -314,7 +315,7 @@ def _check_plain_generation_inputs(model: torch.nn.Module) -> None:
     """A model without a cache is run again over every token at each step, as its own `generate`
     does; refuse one whose `prepare_inputs_for_generation` changes the tokens or adds inputs
     of its own (XLM appends a mask token, XLNet a permutation mask)."""
-    ids = torch.zeros(1, 3, dtype=torch.long)
+    ids = torch.zeros(1, 3, dtype=torch.long, device=module_device(model))
     prepared = model.prepare_inputs_for_generation(ids, attention_mask=torch.ones_like(ids))
     extra = sorted(k for k, v in prepared.items() if v is not None and k not in _PLAIN_GENERATION_INPUTS)
     changed = prepared.get("input_ids") is None or tuple(prepared["input_ids"].shape) != tuple(ids.shape)

@@ -33,6 +33,10 @@ CUSTOM: dict[str, Callable] = {}
 PYTHON: dict[str, Callable] = {}
 #: Ops that draw random numbers -> the keyword their lowering takes a `jax.random` key by.
 RANDOM: dict[str, str] = {}
+#: Ops whose outputs' shapes or dtypes depend on the device the graph was recorded on (BatchNorm's
+#: saved statistics: empty on CPU, one per channel elsewhere): their lowerings take a keyword-only
+#: `recorded`, filled by the torch frontend with what the graph records (see `aten`).
+RECORDED: set[str] = set()
 #: ONNX: "Add" (default domain) or "com.microsoft::FusedMatMul" -> {since_version: lowering}.
 ONNX_VERSIONS: dict[str, dict[int, Callable]] = {}
 #: ONNX lowerings by their program op name, "onnx.Add-14" or "com.microsoft.FusedMatMul-1".
@@ -67,16 +71,24 @@ def _register(table: dict[str, Callable], prefix: str, names: tuple[str, ...]) -
     return decorator
 
 
-def aten(*overloads: str, random: bool | str = False) -> Callable[[F], F]:
+def aten(*overloads: str, random: bool | str = False, recorded: bool = False) -> Callable[[F], F]:
     """Register a lowering for ATen overloads named without the namespace: `@aten("add.Tensor")`.
 
     `random=True` marks an op that draws random numbers: its lowering takes a
     keyword-only `key` argument, which the interpreter supplies. A string names
     that keyword instead, for ops whose schema already has a `key`.
+
+    `recorded=True` marks an op whose outputs PyTorch shapes by device (CPU kernels one way,
+    CUDA's and the meta kernels another): its lowering takes a keyword-only `recorded`, a
+    tuple of `(shape, dtype)` per output as the source graph records them (a None dim where
+    the size is symbolic), and returns those. It is None where there is no graph to read
+    (the eager frontend, a direct call): the lowering then follows PyTorch's CPU kernel.
     """
     if random:
         keyword = "key" if random is True else random
         RANDOM.update({f"aten.{name}": keyword for name in overloads})
+    if recorded:
+        RECORDED.update(f"aten.{name}" for name in overloads)
     return _register(ATEN, "aten.", overloads)
 
 
@@ -186,6 +198,11 @@ def lookup(name: str) -> Callable | None:
 def random_keyword(name: str) -> str | None:
     """The keyword that op `name`'s lowering takes its `jax.random` key by, or None."""
     return RANDOM.get(name)
+
+
+def takes_recorded(name: str) -> bool:
+    """Whether op `name`'s lowering takes the outputs its graph records (`recorded=`, see `aten`)."""
+    return name in RECORDED
 
 
 class _Lowered:

@@ -30,6 +30,7 @@ from torch.export import ExportedProgram
 
 from ..backends.model import JaxModel
 from ..compare import as_numpy
+from ..devices import module_device
 from ..dlpack import to_torch
 from ..errors import InputError, ModelFileError, one_line
 from ..frontends import onnx as onnx_frontend
@@ -101,6 +102,8 @@ def verify(
     if isinstance(model, torch.nn.Module):
         if not isinstance(args, tuple):
             args = (args,)
+        if module_device(model).type == "meta":
+            raise InputError(_NO_WEIGHTS.format(label=type(model).__name__))
         ep = torch_export.export(model, args, dict(kwargs or {}))
         return _verify_exported(ep, type(model).__name__, None, (args, dict(kwargs or {})), options)
     raise InputError(f"verify takes a torch.nn.Module, an ExportedProgram or the path of an .onnx or .pt2 "
@@ -131,6 +134,7 @@ def _verify_exported(ep: ExportedProgram, label: str, inputs: NamedInputs | None
         # The graph as jaxport translates it (only the ops it lacks decomposed), so that the
         # reference's nodes are the program's.
         ep = torch_export.lowerable(ep)
+    device = _reference_device(ep, label)
     translation = torch_export.translate(ep, decompose="none" if options.localize else "auto", name=label)
     model = JaxModel(translation)
     specs = model.program.user_inputs
@@ -144,13 +148,13 @@ def _verify_exported(ep: ExportedProgram, label: str, inputs: NamedInputs | None
         check_inputs(label, specs, flat, model.program.dim_ranges)
     reference = f"PyTorch {torch.__version__}"
     if options.localize:
-        walk = ExportedReference(ep, flat, model.program, label)
+        walk = ExportedReference(ep, flat, model.program, label, device)
         return localized_report(model, flat, walk, label, reference, options)
     in_spec = ep.call_spec.in_spec
     # The program's own (args, kwargs): a model exported with keyword inputs refuses positional ones.
     args, kwargs = (torch.utils._pytree.tree_unflatten(flat, in_spec)
                     if in_spec is not None and in_spec.num_leaves == len(flat) else (flat, {}))
-    torch_args, torch_kwargs = torch.utils._pytree.tree_map(_as_torch, (args, kwargs))
+    torch_args, torch_kwargs = torch.utils._pytree.tree_map(lambda x: _as_torch(x, device), (args, kwargs))
     try:
         with torch.no_grad():
             expected = ep.module()(*torch_args, **torch_kwargs)
@@ -162,8 +166,23 @@ def _verify_exported(ep: ExportedProgram, label: str, inputs: NamedInputs | None
     return VerificationReport(label, reference, checks, options.rtol, options.atol)
 
 
-def _as_torch(x: Any) -> Any:
-    return to_torch(x) if isinstance(x, (np.ndarray, jax.Array)) else x
+def _as_torch(x: Any, device: torch.device) -> Any:
+    """An input as PyTorch's reference takes it: on the device the model was exported on."""
+    return to_torch(np.asarray(x)).to(device) if isinstance(x, (np.ndarray, jax.Array)) else x
+
+
+def _reference_device(ep: ExportedProgram, label: str) -> torch.device:
+    """Where PyTorch runs `ep`: where its weights are, else where its recorded inputs were (a model
+    exported on a GPU is checked on it); one on the meta device has no weights to run."""
+    recorded = [node.meta.get("val") for node in ep.graph.nodes if node.op == "placeholder"]
+    device = module_device(None, (list(ep.state_dict.values()), list(ep.constants.values()), recorded))
+    if device.type == "meta":
+        raise InputError(_NO_WEIGHTS.format(label=label))
+    return device
+
+
+_NO_WEIGHTS = ("verify runs {label} in PyTorch as the reference, and its weights are on the meta device (no values): "
+               "load them first (module.to_empty(device=...) and load_state_dict, or from_pretrained)")
 
 
 # -- ONNX ---------------------------------------------------------------------------------------

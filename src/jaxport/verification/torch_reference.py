@@ -29,8 +29,10 @@ class ExportedReference:
     too; each value is freed after its last user, and those of the nodes the program has
     counterparts for are handed over as NumPy copies."""
 
-    def __init__(self, ep: ExportedProgram, user_inputs: list, program: Program, label: str):
+    def __init__(self, ep: ExportedProgram, user_inputs: list, program: Program, label: str,
+                 device: torch.device):
         self.label = label
+        self.device = device
         self.signature = ep.graph_signature
         fx_nodes = dict(_graph_nodes(ep.graph_module, ""))
         # A program node named as an FX node stands for its value (an in-place op as its
@@ -55,9 +57,9 @@ class ExportedReference:
                 values.append(ep.constants[spec.target])
             elif spec.kind == InputKind.USER_INPUT:
                 x = next(users)
-                values.append(to_torch(np.array(x)) if isinstance(x, (np.ndarray, jax.Array)) else x)
+                values.append(to_torch(np.array(x)).to(self.device) if isinstance(x, (np.ndarray, jax.Array)) else x)
             elif spec.kind == InputKind.TOKEN:
-                values.append(torch.empty(0))
+                values.append(torch.empty(0, device=self.device))
             else:
                 raise ModelFileError(f"verify cannot run {self.label}'s {spec.kind.name} input node by node")
         return values

@@ -181,14 +181,17 @@ def _payloads(archive: _Archive, config_name: str, directory: str, kind: str, le
         for n in size:
             numel *= n
         extent = 0 if numel == 0 else offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1
-        if extent > storage.numel():
-            if storage.numel() == 0:
-                raise ModelFileError(f"{archive.path}: {what} ({member}) holds no data for its {numel:,} values "
-                                     "(was it saved from fake tensors?)")
+        if extent > storage.numel() and storage.numel() == 0:
+            # Saved without data: exported on the meta device (or from fake tensors). Weights and
+            # buffers (non-persistent ones are kept among the constants) convert as weights without
+            # values, which JaxModel.load_weights fills; the translation refuses true constants.
+            tensor = torch.empty_strided(size, stride, dtype=dtype, device="meta")
+        elif extent > storage.numel():
             raise ModelFileError(f"{archive.path}: {what} ({member}) holds {storage.numel():,} values of "
                                  f"{str(dtype).removeprefix('torch.')}, fewer than its shape {list(size)} "
                                  f"(strides {list(stride)}, offset {offset}) needs: the archive is truncated or corrupt")
-        tensor = torch.as_strided(storage, size, stride, offset)
+        else:
+            tensor = torch.as_strided(storage, size, stride, offset)
         if meta.get("is_param"):
             tensor = torch.nn.Parameter(tensor, requires_grad=bool(requires_grad) and (
                 tensor.is_floating_point() or tensor.is_complex()))

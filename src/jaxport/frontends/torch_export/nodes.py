@@ -95,6 +95,14 @@ def recorded_spec(node: torch.fx.Node, corrected: dict[str, tuple]) -> Any:
     return spec
 
 
+def recorded_outputs(val) -> tuple:
+    """What a `recorded=` lowering is told of its outputs (`registry.aten`): `(shape, dtype)` per
+    output as torch recorded it, a None dim where the size is symbolic, None for a non-tensor."""
+    spec = tensor_spec(val)
+    specs = spec if isinstance(spec, tuple) else (spec,)
+    return tuple(None if s is None else (s.shape, s.dtype) for s in specs)
+
+
 def tensor_spec(val) -> Any:
     if isinstance(val, torch.Tensor):
         shape = tuple(d if isinstance(d, int) else None for d in val.shape)

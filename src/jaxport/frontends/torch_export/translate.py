@@ -15,6 +15,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from ... import dlpack, dtypes
 from ...errors import ExportError, ModelFileError
 from ...ir import Input, Node, Program, Ref, Translation
+from ...ops import registry
 from .. import aten_schema
 from ..aten_schema import op_name
 from .capture import lowerable
@@ -25,6 +26,7 @@ from .nodes import (
     dim_symbols,
     fixed_size,
     module_path,
+    recorded_outputs,
     recorded_spec,
     source,
     tensor_spec,
@@ -68,6 +70,10 @@ class _Translator:
             val = node.meta.get("val")
             if isinstance(val, torch.Tensor):
                 kwargs["dtype"] = dtypes.numpy_dtype(val.dtype)
+        # Outputs PyTorch shapes by device (BatchNorm's statistics) are read off the graph, which
+        # was recorded on the model's device, whatever device runs the program.
+        if registry.takes_recorded(op_name(node.target)):
+            kwargs["recorded"] = recorded_outputs(node.meta.get("val"))
         return kwargs
 
     def graph(self, graph: torch.fx.Graph, prefix: str = "") -> list:
@@ -229,15 +235,23 @@ class _Translator:
         self.hop_outputs[node.name] = outputs
 
 
-def _constant(value) -> Any:
+def _constant(value, name: str) -> Any:
     if isinstance(value, torch.Tensor):
+        if value.is_meta:
+            # A weight can be loaded later (JaxModel.load_weights); a constant is part of the program.
+            raise ModelFileError(f"the graph's constant '{name}' ({value.dtype}{list(value.shape)}) is on the "
+                                 "meta device, so its values are unknown: make the model create it on a "
+                                 "real device (or register it as a buffer, which load_weights fills)")
         return dlpack.to_jax(value, what="a constant tensor", error=ModelFileError)
     raise ExportError(f"jaxport cannot carry a constant of type {type(value).__name__}")
 
 
 def _storage_key(tensor: torch.Tensor) -> tuple:
-    return (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
-            tuple(tensor.stride()), tensor.dtype)
+    """What two state names share when they are one tensor (tied weights). The storage's address,
+    or for storages without one (meta tensors, empty ones) the storage itself."""
+    storage = tensor.untyped_storage()
+    where = storage.data_ptr() or ("storage", storage._cdata)
+    return (where, tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride()), tensor.dtype)
 
 
 @dataclasses.dataclass
@@ -279,7 +293,7 @@ def to_program(ep: ExportedProgram) -> tuple[Program, StateInfo]:
                 state[name] = tensor
                 (parameters if spec.kind == InputKind.PARAMETER else buffers).append(name)
         elif spec.kind == InputKind.CONSTANT_TENSOR:
-            constants[node.name] = _constant(ep.constants[spec.target])
+            constants[node.name] = _constant(ep.constants[spec.target], spec.target)
         elif spec.kind == InputKind.USER_INPUT:
             val = node.meta.get("val")
             user_inputs.append(Input(node.name, node.name, tensor_spec(val), dim_symbols(val)))
@@ -329,7 +343,7 @@ def graph_program(graph_module: torch.fx.GraphModule) -> Program:
             val = node.meta.get("val")
             user_inputs.append(Input(node.name, node.name, tensor_spec(val), dim_symbols(val)))
         elif node.op == "get_attr":
-            constants[node.name] = _constant(operator.attrgetter(node.target)(graph_module))
+            constants[node.name] = _constant(operator.attrgetter(node.target)(graph_module), node.target)
     translator = _Translator(graph_module)
     outputs = translator.graph(graph_module.graph)
     return Program([], constants, user_inputs, translator.nodes, outputs,

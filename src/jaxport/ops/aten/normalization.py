@@ -27,6 +27,14 @@ def _stat_dtype(input, *params):
     return np.dtype(input.dtype)
 
 
+def _recorded_stat_dtype(recorded, input, *params):
+    """The saved statistics' dtype: as the graph records it (float32 for half inputs off the
+    CPU, as the meta kernels say), else as PyTorch's CPU kernel gives it."""
+    if recorded is not None and recorded[1] is not None:
+        return recorded[1][1]
+    return _stat_dtype(input, *params)
+
+
 def _moments(x, axes):
     mean = jnp.mean(x, axis=axes, keepdims=True)
     var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
@@ -38,12 +46,27 @@ def _channel(v, ndim, compute):
     return v.astype(compute).reshape((-1,) + (1,) * max(ndim - 2, 0))
 
 
-def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
-    """(out, save_mean, save_invstd, new_running_mean, new_running_var)."""
+def _channel_statistics(recorded) -> bool:
+    """Whether the graph records BatchNorm's saved statistics one per channel outside training,
+    as every device but the CPU does (PyTorch's CPU kernel saves none: empty tensors)."""
+    return recorded is not None and recorded[1] is not None and recorded[1][0] != (0,)
+
+
+def _reserve(recorded):
+    """The cuDNN reserve space of the `_batch_norm_*_update` ops: only cuDNN's backward reads it,
+    so zeros of the size the graph records (none on the CPU)."""
+    size = recorded[3][0] if recorded is not None and recorded[3] is not None else (0,)
+    return jnp.zeros(tuple(0 if d is None else d for d in size), jnp.uint8)
+
+
+def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, recorded=None):
+    """(out, save_mean, save_invstd, new_running_mean, new_running_var); `recorded` is what the
+    graph records of the op's outputs (see `registry.aten`), None for the CPU kernel's."""
     compute = opmath_type(input.dtype)
     x = input.astype(compute)
-    stat_dtype = _stat_dtype(input, weight, bias, running_mean, running_var)
-    if input.size == 0:  # PyTorch returns the empty input and leaves the statistics alone
+    channels = _channel_statistics(recorded)
+    stat_dtype = _recorded_stat_dtype(recorded, input, weight, bias, running_mean, running_var)
+    if input.size == 0 and not channels:  # PyTorch returns the empty input and leaves the statistics alone
         empty = jnp.zeros((0,), stat_dtype)
         return input, empty, empty, running_mean, running_var
     axes = (0,) + tuple(range(2, input.ndim))
@@ -65,7 +88,10 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
         save_mean, save_invstd = mean.astype(stat_dtype), invstd.astype(stat_dtype)
     else:
         mean, invstd = running_mean.astype(compute), lax.rsqrt(running_var.astype(compute) + eps)
-        save_mean = save_invstd = jnp.zeros((0,), stat_dtype)
+        if channels:  # as CUDA's kernel (and PyTorch's decomposition off the CPU) saves them
+            save_mean, save_invstd = mean.astype(stat_dtype), invstd.astype(stat_dtype)
+        else:
+            save_mean = save_invstd = jnp.zeros((0,), stat_dtype)
     # As PyTorch's CPU kernel (batch_norm_cpu_collect_linear_and_constant_terms): per channel
     # alpha = invstd * weight and beta = bias - mean * alpha, then x * alpha + beta, two
     # operations per element with its rounding (and its -0.0: beta is 0 - mean * alpha).
@@ -105,25 +131,25 @@ def _layer_norm(input, normalized_shape, weight, bias, eps):
     return out, mean, rstd
 
 
-@aten("_batch_norm_no_update.default")
-def aten__batch_norm_no_update(input, weight, bias, running_mean, running_var, momentum, eps):
+@aten("_batch_norm_no_update.default", recorded=True)
+def aten__batch_norm_no_update(input, weight, bias, running_mean, running_var, momentum, eps, *, recorded=None):
     """_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
     training = running_mean is None or running_var is None
     out, mean, invstd, _, _ = _batch_norm(
-        input, weight, bias, running_mean, running_var, training, momentum, eps
+        input, weight, bias, running_mean, running_var, training, momentum, eps, recorded
     )
-    return out, mean, invstd, jnp.zeros((0,), jnp.uint8)
+    return out, mean, invstd, _reserve(recorded)
 
 
-@aten("_batch_norm_with_update_functional.default")
+@aten("_batch_norm_with_update_functional.default", recorded=True)
 def aten__batch_norm_with_update_functional(
-    input, weight, bias, running_mean, running_var, momentum, eps
+    input, weight, bias, running_mean, running_var, momentum, eps, *, recorded=None
 ):
     """_batch_norm_with_update_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
     out, mean, invstd, new_mean, new_var = _batch_norm(
-        input, weight, bias, running_mean, running_var, True, momentum, eps
+        input, weight, bias, running_mean, running_var, True, momentum, eps, recorded
     )
-    return out, mean, invstd, jnp.zeros((0,), jnp.uint8), new_mean, new_var
+    return out, mean, invstd, _reserve(recorded), new_mean, new_var
 
 
 @aten("_fused_rms_norm.default")
@@ -141,34 +167,34 @@ def aten__fused_rms_norm(input, normalized_shape, weight, eps):
     return out.astype(input.dtype), rstd
 
 
-@aten("_native_batch_norm_legit.default", "native_batch_norm.default")
+@aten("_native_batch_norm_legit.default", "native_batch_norm.default", recorded=True)
 def aten__native_batch_norm_legit(
-    input, weight, bias, running_mean, running_var, training, momentum, eps
+    input, weight, bias, running_mean, running_var, training, momentum, eps, *, recorded=None
 ):
     """_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
+    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, recorded)[:3]
 
 
-@aten("_native_batch_norm_legit_functional.default")
+@aten("_native_batch_norm_legit_functional.default", recorded=True)
 def aten__native_batch_norm_legit_functional(
-    input, weight, bias, running_mean, running_var, training, momentum, eps
+    input, weight, bias, running_mean, running_var, training, momentum, eps, *, recorded=None
 ):
     """_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
-    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, recorded)
 
 
-@aten("_native_batch_norm_legit.no_stats")
-def aten__native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps):
+@aten("_native_batch_norm_legit.no_stats", recorded=True)
+def aten__native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps, *, recorded=None):
     """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    return _batch_norm(input, weight, bias, None, None, True, momentum, eps)[:3]
+    return _batch_norm(input, weight, bias, None, None, True, momentum, eps, recorded)[:3]
 
 
-@aten("_native_batch_norm_legit_no_training.default")
+@aten("_native_batch_norm_legit_no_training.default", recorded=True)
 def aten__native_batch_norm_legit_no_training(
-    input, weight, bias, running_mean, running_var, momentum, eps
+    input, weight, bias, running_mean, running_var, momentum, eps, *, recorded=None
 ):
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    return _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)[:3]
+    return _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps, recorded)[:3]
 
 
 @aten("_weight_norm.default")
@@ -227,11 +253,11 @@ def aten_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05, 
     return _layer_norm(input, normalized_shape, weight, bias, eps)[0].astype(input.dtype)
 
 
-@aten("native_group_norm.default")
-def aten_native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+@aten("native_group_norm.default", recorded=True)
+def aten_native_group_norm(input, weight, bias, N, C, HxW, group, eps, *, recorded=None):
     """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
     out, mean, rstd = _group_norm(input, weight, bias, N, C, group, eps)
-    stat_dtype = _stat_dtype(input, weight, bias)
+    stat_dtype = _recorded_stat_dtype(recorded, input, weight, bias)
     return out.astype(input.dtype), mean.astype(stat_dtype), rstd.astype(stat_dtype)
 
 
@@ -262,11 +288,11 @@ def aten_native_group_norm_backward(
     )
 
 
-@aten("native_layer_norm.default")
-def aten_native_layer_norm(input, normalized_shape, weight, bias, eps):
+@aten("native_layer_norm.default", recorded=True)
+def aten_native_layer_norm(input, normalized_shape, weight, bias, eps, *, recorded=None):
     """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
     out, mean, rstd = _layer_norm(input, normalized_shape, weight, bias, eps)
-    stat_dtype = _stat_dtype(input, weight, bias)
+    stat_dtype = _recorded_stat_dtype(recorded, input, weight, bias)
     return out.astype(input.dtype), mean.astype(stat_dtype), rstd.astype(stat_dtype)
 
 
