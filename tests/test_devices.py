@@ -7,6 +7,8 @@ on the CPU. Precision policies and `verify` take the model's device too."""
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +22,7 @@ from jaxport import dynamo
 from jaxport.compare import compare_all
 from jaxport.errors import InputError, ModelFileError
 from jaxport.frontends.pt2 import load_exported_program
+from jaxport.ops import registry
 from jaxport.precision import Precision
 from tests.support import zoo
 
@@ -279,3 +282,51 @@ def test_dynamo_graphs_recorded_on_meta_run_on_real_tensors(name, train):
             expected = cpu_graphs[index][1](*[a.clone() if isinstance(a, torch.Tensor) else a for a in arguments])
         actual = meta_graphs[index][0]([a.clone() if isinstance(a, torch.Tensor) else a for a in arguments])
         _assert_matches(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+# -- PyTorch's GPU precision, and the eager frontend beside a GPU --------------------------------
+
+
+def _convolution_precisions(model) -> set:
+    return {node.kwargs.get("precision") for node in model.program.nodes if registry.is_convolution(node.op)}
+
+
+def test_convolutions_compute_in_the_precision_pytorch_gives_them_on_a_gpu():
+    """PyTorch's CUDA convolutions take TF32 by default, its products do not: the program says
+    the same (XLA computes TF32 requests in float32 on the CPU, so CPU results are unchanged)."""
+    module, args, _ = zoo.cnn()
+    model = jaxport.from_torch(module, args)
+    assert _convolution_precisions(model) == {"tensorfloat32"}
+    assert model.program.matmul_precision == "float32"
+    hlo = jax.jit(model.apply).lower(model.params, jnp.asarray(args[0].numpy())).as_text()
+    assert "precision HIGH>" in hlo  # TF32 on a GPU, float32 on the CPU
+    torch.backends.cudnn.allow_tf32 = False  # what users write to turn TF32 off (the older API)
+    try:
+        assert _convolution_precisions(jaxport.from_torch(module, args)) == {"float32"}
+    finally:
+        torch.backends.cudnn.allow_tf32 = True
+    with torch.no_grad():
+        np.testing.assert_allclose(np.asarray(model(*args)), module(*args).numpy(), rtol=1e-5, atol=1e-5)
+
+
+EAGER_BESIDE_CUDA = """
+import torch
+# This PyTorch has no accelerator; a CUDA build's answer, before jaxport registers its device:
+torch._C._accelerator_getAccelerator = lambda: torch.device("cuda")
+import jaxport
+with jaxport.eager():
+    x = torch.ones(2, device="jax") * 2
+assert x.device.type == "jax" and x.cpu().tolist() == [2.0, 2.0]
+assert torch.accelerator.current_accelerator() == torch.device("cuda")
+assert torch.accelerator.device_count() == torch.cuda.device_count()
+assert torch.accelerator.is_available() == torch.cuda.is_available()
+assert torch.accelerator.current_accelerator(check_available=True) is None  # no GPU on this machine
+assert torch.accelerator.memory_allocated is torch.cuda.memory_allocated
+assert torch.accelerator.memory.reset_peak_memory_stats is torch.cuda.reset_peak_memory_stats
+print("ok")
+"""
+
+
+def test_eager_frontend_leaves_torch_accelerator_on_the_machines_gpu():
+    done = subprocess.run([sys.executable, "-c", EAGER_BESIDE_CUDA], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -16,6 +16,9 @@ The common path is here; the rest lives in named submodules:
 
 `register_lowering` and `lowerings` (from `jaxport.ops.registry`) give jaxport the JAX
 implementation of an op of your own, or replace one of its lowerings inside a scope.
+
+Importing jaxport turns JAX's persistent compilation cache on (`jaxport.cache`: a second process
+loads what the first compiled; `JAXPORT_CACHE_DIR` chooses the directory, or `off`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import importlib
 import warnings
 from typing import Any
 
+from . import cache as _cache
 from .backends.codegen import EmitError, emit
 from .backends.model import JaxModel
 from .backends.serialization import ExportedModel, export, load_exported
@@ -45,6 +49,8 @@ from .precision import Precision
 from .verification import verify
 
 __version__ = "0.2.0"
+
+_cache.configure()
 
 __all__ = [
     "CausalLM", "EmitError", "ExportError", "ExportedModel", "InputError", "JaxModel", "JaxTensor",

@@ -71,6 +71,25 @@ def matmul_precision() -> str:
     return _MATMUL_PRECISIONS.get(torch.get_float32_matmul_precision(), "float32")
 
 
+def convolution_precision() -> str:
+    """How PyTorch computes float32 convolutions on a GPU, in JAX's terms: "tensorfloat32" at its
+    default (cuDNN convolutions in TF32, unlike its matrix products), "float32" where the user
+    asked for IEEE float32 (`torch.backends.cudnn.conv.fp32_precision = "ieee"`, or the older
+    `torch.backends.cudnn.allow_tf32 = False`). On the CPU both compute in float32 (XLA:CPU has
+    no TF32), as PyTorch's CPU convolutions do."""
+    cudnn = torch.backends.cudnn
+    for scope in (getattr(cudnn, "conv", None), cudnn, torch.backends):  # "none" defers to the next
+        setting = getattr(scope, "fp32_precision", "none")
+        if setting == "tf32":
+            return "tensorfloat32"
+        if setting == "ieee":
+            return "float32"
+    try:
+        return "tensorfloat32" if cudnn.allow_tf32 else "float32"
+    except RuntimeError:  # PyTorch refuses to answer when the old and new settings disagree
+        return "float32"
+
+
 # -- JAX's 64-bit narrowing -----------------------------------------------------------------------
 
 

@@ -37,6 +37,9 @@ RANDOM: dict[str, str] = {}
 #: saved statistics: empty on CPU, one per channel elsewhere): their lowerings take a keyword-only
 #: `recorded`, filled by the torch frontend with what the graph records (see `aten`).
 RECORDED: set[str] = set()
+#: Convolutions whose float32 precision PyTorch sets per device: their lowerings take a
+#: keyword-only `precision`, filled by the torch frontend (see `aten`).
+CONVOLUTIONS: set[str] = set()
 #: ONNX: "Add" (default domain) or "com.microsoft::FusedMatMul" -> {since_version: lowering}.
 ONNX_VERSIONS: dict[str, dict[int, Callable]] = {}
 #: ONNX lowerings by their program op name, "onnx.Add-14" or "com.microsoft.FusedMatMul-1".
@@ -71,7 +74,8 @@ def _register(table: dict[str, Callable], prefix: str, names: tuple[str, ...]) -
     return decorator
 
 
-def aten(*overloads: str, random: bool | str = False, recorded: bool = False) -> Callable[[F], F]:
+def aten(*overloads: str, random: bool | str = False, recorded: bool = False,
+         convolution: bool = False) -> Callable[[F], F]:
     """Register a lowering for ATen overloads named without the namespace: `@aten("add.Tensor")`.
 
     `random=True` marks an op that draws random numbers: its lowering takes a
@@ -83,12 +87,18 @@ def aten(*overloads: str, random: bool | str = False, recorded: bool = False) ->
     tuple of `(shape, dtype)` per output as the source graph records them (a None dim where
     the size is symbolic), and returns those. It is None where there is no graph to read
     (the eager frontend, a direct call): the lowering then follows PyTorch's CPU kernel.
+
+    `convolution=True` marks a convolution: its lowering takes a keyword-only `precision`, how
+    float32 operands are multiplied in JAX's terms ("float32", or "tensorfloat32" as PyTorch's
+    CUDA convolutions do by default), filled by the torch frontend from PyTorch's settings.
     """
     if random:
         keyword = "key" if random is True else random
         RANDOM.update({f"aten.{name}": keyword for name in overloads})
     if recorded:
         RECORDED.update(f"aten.{name}" for name in overloads)
+    if convolution:
+        CONVOLUTIONS.update(f"aten.{name}" for name in overloads)
     return _register(ATEN, "aten.", overloads)
 
 
@@ -198,6 +208,11 @@ def lookup(name: str) -> Callable | None:
 def random_keyword(name: str) -> str | None:
     """The keyword that op `name`'s lowering takes its `jax.random` key by, or None."""
     return RANDOM.get(name)
+
+
+def is_convolution(name: str) -> bool:
+    """Whether op `name`'s lowering takes PyTorch's convolution `precision=` (see `aten`)."""
+    return name in CONVOLUTIONS
 
 
 def takes_recorded(name: str) -> bool:

@@ -74,6 +74,10 @@ class _Translator:
         # was recorded on the model's device, whatever device runs the program.
         if registry.takes_recorded(op_name(node.target)):
             kwargs["recorded"] = recorded_outputs(node.meta.get("val"))
+        # float32 convolutions in the precision PyTorch gives them on a GPU (TF32 by default; on
+        # the CPU, where XLA has no TF32, float32 either way)
+        if registry.is_convolution(op_name(node.target)):
+            kwargs["precision"] = dtypes.convolution_precision()
         return kwargs
 
     def graph(self, graph: torch.fx.Graph, prefix: str = "") -> list:

@@ -4,6 +4,9 @@ Everything keeps PyTorch's layout: NC<spatial> inputs and OI<spatial> weights
 (IO<spatial> for transposed convolutions, rearranged into a plain convolution over the
 stride-dilated input). `ops._convolution.convolve` picks how each reaches the compiler
 (depthwise ones as shifted multiply-adds on CPU). float16/bfloat16 accumulate in float32.
+float32 operands multiply at `precision`, which the torch frontend fills with what PyTorch's
+CUDA convolutions use (TF32 by default, unlike its matrix products: `dtypes.convolution_precision`);
+XLA:CPU computes either in float32, as PyTorch's CPU convolutions do.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ def _expand(value, nd):
     return value * nd if len(value) == 1 else value
 
 
-def _conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+def _conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, precision="float32"):
     nd = weight.ndim - 2
     unbatched = input.ndim == nd + 1
     if unbatched:
@@ -52,7 +55,7 @@ def _conv(input, weight, bias, stride, padding, dilation, transposed, output_pad
         pads = [(p, p) for p in padding]
         lhs_dilation, strides = [1] * nd, stride
     out = convolve(input.astype(compute), w.astype(compute), strides=strides, padding=pads,
-                   lhs_dilation=lhs_dilation, rhs_dilation=dilation, groups=groups)
+                   lhs_dilation=lhs_dilation, rhs_dilation=dilation, groups=groups, precision=precision)
     if bias is not None:
         out = out + bias.astype(compute).reshape((-1,) + (1,) * nd)
     out = out.astype(out_dtype)
@@ -66,16 +69,16 @@ def _same_padding(weight, dilation, nd):
     return [(t // 2, t - t // 2) for t in total]
 
 
-def _conv_padding_str(input, weight, bias, stride, padding, dilation, groups):
+def _conv_padding_str(input, weight, bias, stride, padding, dilation, groups, precision):
     nd = weight.ndim - 2
     if padding == "valid":
-        return _conv(input, weight, bias, stride, 0, dilation, False, 0, groups)
+        return _conv(input, weight, bias, stride, 0, dilation, False, 0, groups, precision)
     pads = _same_padding(weight, dilation, nd)
     symmetric = [lo for lo, hi in pads]
     extra = [(0, 0)] * (input.ndim - nd) + [(0, hi - lo) for lo, hi in pads]
     if any(hi != lo for lo, hi in pads):
         input = jnp.pad(input, extra)
-    return _conv(input, weight, bias, stride, symmetric, dilation, False, 0, groups)
+    return _conv(input, weight, bias, stride, symmetric, dilation, False, 0, groups, precision)
 
 
 @aten("col2im.default")
@@ -103,39 +106,36 @@ def aten_col2im(self, output_size, kernel_size, dilation, padding, stride):
     return out[0] if unbatched else out
 
 
-@aten(
-    "conv1d.default",
-    "conv2d.default",
-    "conv3d.default",
-)
-def aten_conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+@aten("conv1d.default", "conv2d.default", "conv3d.default", convolution=True)
+def aten_conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, precision="float32"):
     """conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] dilation=[1, 1], SymInt groups=1) -> Tensor"""
-    return _conv(input, weight, bias, stride, padding, dilation, False, 0, groups)
+    return _conv(input, weight, bias, stride, padding, dilation, False, 0, groups, precision)
 
 
-@aten("conv1d.padding", "conv2d.padding", "conv3d.padding")
-def aten_conv2d_padding(input, weight, bias=None, stride=1, padding="valid", dilation=1, groups=1):
+@aten("conv1d.padding", "conv2d.padding", "conv3d.padding", convolution=True)
+def aten_conv2d_padding(input, weight, bias=None, stride=1, padding="valid", dilation=1, groups=1, *,
+                        precision="float32"):
     """conv2d.padding(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], str padding="valid", SymInt[2] dilation=[1, 1], SymInt groups=1) -> Tensor"""
-    return _conv_padding_str(input, weight, bias, stride, padding, dilation, groups)
+    return _conv_padding_str(input, weight, bias, stride, padding, dilation, groups, precision)
 
 
-@aten("conv_transpose1d.default", "conv_transpose2d.input", "conv_transpose3d.input")
+@aten("conv_transpose1d.default", "conv_transpose2d.input", "conv_transpose3d.input", convolution=True)
 def aten_conv_transpose2d(
-    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1, *, precision="float32"
 ):
     """conv_transpose2d.input(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] output_padding=[0, 0], SymInt groups=1, SymInt[2] dilation=[1, 1]) -> Tensor"""
-    return _conv(input, weight, bias, stride, padding, dilation, True, output_padding, groups)
+    return _conv(input, weight, bias, stride, padding, dilation, True, output_padding, groups, precision)
 
 
-@aten("convolution.default", "_convolution.default")
+@aten("convolution.default", "_convolution.default", convolution=True)
 def aten_convolution(
-    input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, *unused
+    input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, *unused, precision="float32"
 ):
     """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
-    return _conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    return _conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, precision)
 
 
-@aten("convolution_backward.default")
+@aten("convolution_backward.default", convolution=True)
 def aten_convolution_backward(
     grad_output,
     input,
@@ -148,12 +148,14 @@ def aten_convolution_backward(
     output_padding,
     groups,
     output_mask,
+    *,
+    precision="float32",
 ):
     """convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
     compute = opmath_type(grad_output.dtype)
 
     def forward(x, w):
-        return _conv(x, w, None, stride, padding, dilation, transposed, output_padding, groups)
+        return _conv(x, w, None, stride, padding, dilation, transposed, output_padding, groups, precision)
 
     _, vjp = jax.vjp(forward, input.astype(compute), weight.astype(compute))
     grad_input, grad_weight = vjp(grad_output.astype(compute))

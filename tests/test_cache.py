@@ -1,0 +1,59 @@
+"""JAX's persistent compilation cache, which importing jaxport turns on: a second process loads
+what the first compiled; the user's own choice of directory, or of none, is kept."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+PROGRAM = textwrap.dedent("""
+    import jax
+    hits = []
+    jax.monitoring.register_event_listener(lambda name, **_: hits.append(name) if "cache_hits" in name else None)
+    import jaxport
+    from tests.support import zoo
+    module, args, kwargs = zoo.cnn()
+    jaxport.from_torch(module, args, kwargs)(*args, **kwargs).block_until_ready()
+    print(jax.config.jax_compilation_cache_dir, len(hits))
+""")
+
+
+def _run(env: dict) -> tuple[str, int]:
+    environment = {**os.environ, "PYTHONPATH": ROOT, **env}
+    for name, value in env.items():
+        if value is None:
+            environment.pop(name)
+    done = subprocess.run([sys.executable, "-c", PROGRAM], env=environment, capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    directory, hits = done.stdout.split()[-2:]
+    return directory, int(hits)
+
+
+def test_a_second_process_loads_what_the_first_compiled(tmp_path):
+    env = {"JAXPORT_CACHE_DIR": str(tmp_path), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+           "JAX_COMPILATION_CACHE_DIR": None}
+    assert _run(env) == (str(tmp_path), 0)
+    assert os.listdir(tmp_path)
+    assert _run(env) == (str(tmp_path), 1)
+
+
+@pytest.mark.parametrize("setting", ["off", ""])
+def test_jaxport_cache_dir_off_leaves_it_off(setting):
+    assert _run({"JAXPORT_CACHE_DIR": setting, "JAX_COMPILATION_CACHE_DIR": None})[0] == "None"
+
+
+def test_the_users_own_directory_is_kept(tmp_path):
+    own = tmp_path / "mine"
+    assert _run({"JAX_COMPILATION_CACHE_DIR": str(own), "JAXPORT_CACHE_DIR": str(tmp_path / "other")})[0] == str(own)
+
+
+def test_default_directory_follows_xdg(tmp_path):
+    directory = _run({"XDG_CACHE_HOME": str(tmp_path), "JAXPORT_CACHE_DIR": None, "JAX_COMPILATION_CACHE_DIR": None})[0]
+    assert directory == os.path.join(str(tmp_path), "jaxport", "xla")
