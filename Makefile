@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference onnx-report catalogue catalogue-head precision lint bench bench-torchax bench-real-sizes clean
+.PHONY: setup demo test gpu-check codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference onnx-report catalogue catalogue-head precision lint bench bench-torchax bench-real-sizes clean
 
 setup: $(STAMP)
 
@@ -24,6 +24,16 @@ test: setup
 	$(PY) -m ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n 2 --dist loadgroup
+
+# jaxport on a GPU (benchmarks/gpu_check.py): every entry point's parity on CUDA, then the forward
+# rows and the 8B bfloat16 decode rows, appended to benchmarks/results/gpu_check_cuda.jsonl; at most
+# 8 minutes on one H100. It runs with the machine's own Python, torch and JAX (a GPU machine has its
+# CUDA builds; no venv), jaxport from this source tree. `make test` runs its CPU form
+# (GPU_CHECK_ARGS="--device cpu --small", tests/test_gpu_check.py).
+GPU_PYTHON ?= python3
+GPU_CHECK_ARGS ?= --device cuda
+gpu-check:
+	PYTHONPATH=src:. $(GPU_PYTHON) benchmarks/gpu_check.py $(GPU_CHECK_ARGS) --cores all
 
 # The OpInfo suite at the standard level: all four smoke dtypes (float32, int64, bool, float16) with
 # two samples each on every path `make test` runs (whose smoke level takes float32 and one more
