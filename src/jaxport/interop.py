@@ -26,7 +26,8 @@ import torch
 import torch.utils._pytree as torch_pytree
 
 from . import dtypes
-from .dlpack import to_jax, to_torch
+from .devices import module_device
+from .dlpack import to_jax, to_numpy, to_torch
 
 # `jaxport.tensor` is imported on first use, inside the functions: importing it names torch's
 # PrivateUse1 device "jax", which `to_jax`/`to_torch` users should not get as a side effect.
@@ -141,14 +142,19 @@ def callback(torch_callable: Callable, result_shape: Any) -> Callable:
 
     `result_shape` is a pytree of `jax.ShapeDtypeStruct` describing the outputs. Gradients
     flow through a `jax.custom_vjp` whose backward pass runs torch autograd, also as a
-    callback. Use it for the parts of a program jaxport cannot translate.
+    callback. Use it for the parts of a program jaxport cannot translate. An `nn.Module` gets
+    its inputs on the device it lives on (a CUDA module on its GPU); other callables on the CPU.
     """
+    device = module_device(torch_callable)
+
+    def torch_inputs(arrays, grad: bool = False):
+        return [torch.from_numpy(np.array(a)).to(device).requires_grad_(grad and np.issubdtype(a.dtype, np.floating))
+                for a in arrays]
 
     def host_forward(*arrays):
-        tensors = [torch.from_numpy(np.array(a)) for a in arrays]
         with torch.no_grad():
-            out = torch_callable(*tensors)
-        return jax.tree_util.tree_map(lambda t: np.asarray(t.detach().numpy()), _tree(out))
+            out = torch_callable(*torch_inputs(arrays))
+        return jax.tree_util.tree_map(lambda t: np.asarray(to_numpy(t)), _tree(out))
 
     @jax.custom_vjp
     def run(*arrays):
@@ -161,18 +167,17 @@ def callback(torch_callable: Callable, result_shape: Any) -> Callable:
         input_shapes = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in arrays)
 
         def host_backward(arrays, cotangent):
-            tensors = [torch.from_numpy(np.array(a)).requires_grad_(np.issubdtype(a.dtype, np.floating))
-                       for a in arrays]
+            tensors = torch_inputs(arrays, grad=True)
             with torch.enable_grad():
                 out = _tree(torch_callable(*tensors))
             outs = jax.tree_util.tree_leaves(out)
-            cots = [torch.from_numpy(np.array(c)) for c in jax.tree_util.tree_leaves(cotangent)]
+            cots = [torch.from_numpy(np.array(c)).to(device) for c in jax.tree_util.tree_leaves(cotangent)]
             wrt = [t for t in tensors if t.requires_grad]
             grads = iter(torch.autograd.grad(outs, wrt, cots, allow_unused=True))
             result = []
             for t, a in zip(tensors, arrays):
                 g = next(grads) if t.requires_grad else None
-                result.append(np.zeros(a.shape, a.dtype) if g is None else g.numpy().astype(a.dtype))
+                result.append(np.zeros(a.shape, a.dtype) if g is None else to_numpy(g).astype(a.dtype))
             return tuple(result)
 
         return jax.pure_callback(host_backward, input_shapes, arrays, cotangent)
