@@ -330,3 +330,13 @@ print("ok")
 def test_eager_frontend_leaves_torch_accelerator_on_the_machines_gpu():
     done = subprocess.run([sys.executable, "-c", EAGER_BESIDE_CUDA], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_emit_and_export_refuse_a_model_without_weights(tmp_path):
+    module, args, _ = zoo.cnn()
+    model = jaxport.from_torch(_on_meta(module), args)
+    with pytest.raises(InputError, match="meta device"):
+        jaxport.emit(model, tmp_path / "emitted")
+    with pytest.raises(InputError, match="meta device"):
+        jaxport.export(model, args)
+    assert not (tmp_path / "emitted").exists()

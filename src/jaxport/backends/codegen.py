@@ -87,6 +87,7 @@ def emit(model: JaxModel, out_dir: str | Path, *, force: bool = False) -> Emitte
     plus its weights (`weights.safetensors`, and `constants.safetensors` for large
     constants). Refuses an existing, non-empty `out_dir` unless `force`; checks every op
     before writing anything."""
+    model._require_weights()  # the generated module is written with its weights
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise EmitError(f"{out} exists and is not empty; choose another directory or pass force=True "

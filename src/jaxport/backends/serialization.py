@@ -346,6 +346,7 @@ def _check_exportable(model: JaxModel) -> None:
     if not isinstance(model, JaxModel):
         raise TypeError(f"jaxport.export takes a JaxModel (from jaxport.from_torch or from_onnx), "
                         f"not {type(model).__name__}")
+    model._require_weights()  # an artifact carries its weights
     if not model.jittable:
         nodes = model.program.value_dependent_nodes()
         where = "\n".join(f"  {n.op} at {n.where()}" for n in nodes[:5])
