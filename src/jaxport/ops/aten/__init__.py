@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     normalization,
     pooling,
     reduction,
+    rnn,
     sampling,
     shape,
     special,

@@ -3,6 +3,9 @@
 Products accumulate float16/bfloat16 in float32 (`preferred_element_type`) and
 round once, as PyTorch's kernels do; `alpha`/`beta` scaling happens in that
 precision too, and `beta=0` ignores `self` entirely (NaN in it does not leak).
+The `.dtype` overloads (CUDA-only: `mm.dtype`, `addmm.dtype`, ...) round that
+float32 result to their `out_dtype` instead: the inputs' own, or float32 for
+float16/bfloat16 inputs.
 LAPACK-style results that PyTorch returns alongside (LU factors, pivots, info)
 follow LAPACK's conventions: 1-based int32 pivots, int32 info.
 Grouped products (mixture-of-experts layers: `_grouped_mm`, transformers'
@@ -260,6 +263,13 @@ def aten_addmm(self, mat1, mat2, *, beta=1, alpha=1):
     return _scaled_add(self, product, beta, alpha, dtype)
 
 
+@aten("addmm.dtype")
+def aten_addmm_dtype(self, mat1, mat2, out_dtype, *, beta=1, alpha=1):
+    """addmm.dtype(Tensor self, Tensor mat1, Tensor mat2, ScalarType out_dtype, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    product, _ = _product(_matmul, mat1, mat2)
+    return _scaled_add(self, product, beta, alpha, out_dtype)
+
+
 @aten("addmv.default")
 def aten_addmv(self, mat, vec, *, beta=1, alpha=1):
     """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
@@ -291,6 +301,13 @@ def aten_baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
     """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     product, dtype = _product(_matmul, batch1, batch2)
     return _scaled_add(self, product, beta, alpha, dtype)
+
+
+@aten("baddbmm.dtype")
+def aten_baddbmm_dtype(self, batch1, batch2, out_dtype, *, beta=1, alpha=1):
+    """baddbmm.dtype(Tensor self, Tensor batch1, Tensor batch2, ScalarType out_dtype, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    product, _ = _product(_matmul, batch1, batch2)
+    return _scaled_add(self, product, beta, alpha, out_dtype)
 
 
 @aten("cholesky.default")
@@ -686,6 +703,13 @@ def aten_matmul(self, other):
     """matmul(Tensor self, Tensor other) -> Tensor"""
     out, dtype = _product(_matmul, self, other)
     return out.astype(dtype)
+
+
+@aten("bmm.dtype", "mm.dtype")
+def aten_mm_dtype(self, mat2, out_dtype):
+    """mm.dtype(Tensor self, Tensor mat2, ScalarType out_dtype) -> Tensor"""
+    out, _ = _product(_matmul, self, mat2)
+    return out.astype(out_dtype)
 
 
 @aten("ormqr.default")

@@ -1,5 +1,5 @@
 """ATen lowerings: batch, layer, group, instance and RMS normalisation, their backward, and weight
-normalisation.
+normalisation; cuDNN's and MIOpen's batch norm kernels (GPU-only ops) with the same math.
 
 Statistics are computed in float32 for float16/bfloat16 inputs, as PyTorch's CPU
 kernels do; the saved mean/rstd outputs are float32 only when the op mixes a
@@ -101,6 +101,43 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     return out.astype(input.dtype), save_mean, save_invstd, new_mean, new_var
 
 
+def _batch_norm_backward(grad_out, input, weight, save_mean, save_invstd, eps):
+    """Training-mode batch norm's (grad_input, grad_weight, grad_bias), from the batch mean and
+    inverse standard deviation the forward saved (recomputed from `input` with `eps` when it saved
+    none, as cuDNN's backward does), in opmath precision; the weight's gradients in its dtype."""
+    compute = opmath_type(input.dtype)
+    axes = (0,) + tuple(range(2, input.ndim))
+    x = input.astype(compute)
+    if save_mean is None or save_invstd is None:
+        mean, var = _moments(x, axes)
+        mean, invstd = mean.reshape(-1), lax.rsqrt(var.reshape(-1) + eps)
+    else:
+        mean, invstd = save_mean.astype(compute), save_invstd.astype(compute)
+    g = grad_out.astype(compute)
+    xhat = (x - _channel(mean, input.ndim, compute)) * _channel(invstd, input.ndim, compute)
+    grad_bias = jnp.sum(g, axis=axes)
+    grad_weight = jnp.sum(g * xhat, axis=axes)
+    n = max(input.size // max(input.shape[1], 1), 1)
+    scale = invstd if weight is None else invstd * weight.astype(compute)
+    grad_input = _channel(scale, input.ndim, compute) * (
+        g - _channel(grad_bias / n, input.ndim, compute) - xhat * _channel(grad_weight / n, input.ndim, compute)
+    )
+    wdtype = input.dtype if weight is None else weight.dtype
+    return grad_input.astype(input.dtype), grad_weight.astype(wdtype), grad_bias.astype(wdtype)
+
+
+def _kernel_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, recorded,
+                       stat_dtype):
+    """(out, save_mean, save_invstd) of cuDNN's and MIOpen's batch norm: the saved statistics one
+    per channel in training and empty outside it, in the dtype `recorded` gives (else the meta
+    kernel's: `stat_dtype` in training, the weight's outside it). These kernels also update the
+    running statistics in place, which their schemas do not declare, so no graph sees it: they
+    are left as they are."""
+    if recorded is None:
+        recorded = (None, ((input.shape[1],), stat_dtype) if training else ((0,), weight.dtype))
+    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, recorded)[:3]
+
+
 def _group_norm(input, weight, bias, n, c, group, eps):
     """(out, mean[N, group], rstd[N, group]) in compute precision."""
     compute = opmath_type(input.dtype)
@@ -157,7 +194,7 @@ def aten__fused_rms_norm(input, normalized_shape, weight, eps):
     """_fused_rms_norm(Tensor input, int[] normalized_shape, Tensor? weight, float? eps) -> (Tensor, Tensor)"""
     compute = opmath_type(input.dtype)
     if eps is None:
-        eps = float(jnp.finfo(input.dtype).eps)
+        eps = float(jnp.finfo(compute).eps)  # the opmath type's, as PyTorch's kernels take it
     axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
     x = input.astype(compute)
     rstd = lax.rsqrt(jnp.mean(jnp.square(x), axis=axes, keepdims=True) + eps)
@@ -165,6 +202,26 @@ def aten__fused_rms_norm(input, normalized_shape, weight, eps):
     if weight is not None:
         out = out * weight.astype(compute)
     return out.astype(input.dtype), rstd
+
+
+@aten("_fused_rms_norm_backward.default")
+def aten__fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask):
+    """_fused_rms_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor rstd, Tensor? weight, bool[2] output_mask) -> (Tensor, Tensor)"""
+    compute = opmath_type(input.dtype)
+    outer = input.ndim - len(normalized_shape)
+    axes = tuple(range(outer, input.ndim))
+    x = input.astype(compute)
+    g = grad_out.astype(compute)
+    rstd = rstd.astype(compute).reshape(input.shape[:outer] + (1,) * len(normalized_shape))
+    xhat = x * rstd
+    gx = g if weight is None else g * weight.astype(compute)
+    grad_input = grad_weight = None
+    if output_mask[0]:
+        grad_input = ((gx - xhat * jnp.mean(gx * xhat, axis=axes, keepdims=True)) * rstd).astype(input.dtype)
+    if output_mask[1] and weight is not None:
+        # The meta kernel (PyTorch's decomposition) gives the weight's gradient the input's dtype.
+        grad_weight = jnp.sum(g * xhat, axis=tuple(range(outer))).astype(input.dtype)
+    return grad_input, grad_weight
 
 
 @aten("_native_batch_norm_legit.default", "native_batch_norm.default", recorded=True)
@@ -221,6 +278,33 @@ def aten_batch_norm(
     return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)[0]
 
 
+@aten("cudnn_batch_norm.default", recorded=True)
+def aten_cudnn_batch_norm(
+    input, weight, bias, running_mean, running_var, training, exponential_average_factor, epsilon, *, recorded=None
+):
+    """cudnn_batch_norm(Tensor input, Tensor weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float exponential_average_factor, float epsilon) -> (Tensor, Tensor, Tensor, Tensor)
+
+    (out, save_mean, save_invstd, reserve): cuDNN saves the inverse standard deviation, which its
+    backward reads as `save_var`; the reserve space only that backward reads is zeros of the
+    recorded size."""
+    out, mean, invstd = _kernel_batch_norm(
+        input, weight, bias, running_mean, running_var, training, exponential_average_factor, epsilon, recorded,
+        opmath_type(input.dtype),
+    )
+    return out, mean, invstd, _reserve(recorded)
+
+
+@aten("cudnn_batch_norm_backward.default")
+def aten_cudnn_batch_norm_backward(
+    input, grad_output, weight, running_mean, running_var, save_mean, save_var, epsilon, reserveSpace
+):
+    """cudnn_batch_norm_backward(Tensor input, Tensor grad_output, Tensor weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_var, float epsilon, Tensor reserveSpace) -> (Tensor, Tensor, Tensor)
+
+    Always training mode (eval-mode BatchNorm differentiates through `native_batch_norm_backward`);
+    `save_var` is the forward's saved inverse standard deviation."""
+    return _batch_norm_backward(grad_output, input, weight, save_mean, save_var, epsilon)
+
+
 @aten("group_norm.default")
 def aten_group_norm(input, num_groups, weight=None, bias=None, eps=1e-05, cudnn_enabled=True):
     """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1.0000000000000001e-05, bool cudnn_enabled=True) -> Tensor"""
@@ -251,6 +335,27 @@ def aten_instance_norm(
 def aten_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05, cudnn_enable=True):
     """layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1.0000000000000001e-05, bool cudnn_enable=True) -> Tensor"""
     return _layer_norm(input, normalized_shape, weight, bias, eps)[0].astype(input.dtype)
+
+
+@aten("miopen_batch_norm.default", recorded=True)
+def aten_miopen_batch_norm(
+    input, weight, bias, running_mean, running_var, training, exponential_average_factor, epsilon, *, recorded=None
+):
+    """miopen_batch_norm(Tensor input, Tensor weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float exponential_average_factor, float epsilon) -> (Tensor, Tensor, Tensor)
+
+    (out, save_mean, save_invstd), the statistics in the weight's dtype, as MIOpen saves them."""
+    return _kernel_batch_norm(
+        input, weight, bias, running_mean, running_var, training, exponential_average_factor, epsilon, recorded,
+        weight.dtype,
+    )
+
+
+@aten("miopen_batch_norm_backward.default")
+def aten_miopen_batch_norm_backward(input, grad_output, weight, running_mean, running_var, save_mean, save_var, epsilon):
+    """miopen_batch_norm_backward(Tensor input, Tensor grad_output, Tensor weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_var, float epsilon) -> (Tensor, Tensor, Tensor)
+
+    Training mode, `save_var` the saved inverse standard deviation, as for cuDNN."""
+    return _batch_norm_backward(grad_output, input, weight, save_mean, save_var, epsilon)
 
 
 @aten("native_group_norm.default", recorded=True)
@@ -328,7 +433,7 @@ def aten_rms_norm(input, normalized_shape, weight=None, eps=None):
     """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor"""
     compute = opmath_type(input.dtype)
     if eps is None:
-        eps = float(jnp.finfo(input.dtype).eps)
+        eps = float(jnp.finfo(compute).eps)  # the opmath type's, as PyTorch's kernels take it
     axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
     x = input.astype(compute)
     out = (x * lax.rsqrt(jnp.mean(jnp.square(x), axis=axes, keepdims=True) + eps)).astype(
