@@ -155,7 +155,8 @@ class CacheFedModel(JaxModel):
         # The step runs on this model's params: those it was converted with may have no values
         # (a meta module), or be older than what load_weights or a user has put here since.
         self._require_weights()
-        return step._call(functools.partial(step._jitted, self.params), args, kwargs, rng)
+        params = {**step.params, **self.params}
+        return step._call(functools.partial(step._jitted, params), args, kwargs, rng)
 
 
 def _admits(x, spec) -> bool:

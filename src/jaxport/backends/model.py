@@ -79,11 +79,11 @@ class JaxModel:
         """
         source = {prefix + name: value for name, value in _named_weights(weights).items()}
         aliases = {kept: alias for alias, kept in self.tied.items()}
-        loaded, problems = {}, []
+        loaded, missing, problems = {}, [], []
         for name, current in self.params.items():
             key = name if name in source else aliases.get(name)
             if key not in source:
-                problems.append(f"no weight '{name}'")
+                missing.append(name)
                 continue
             value = as_jax(source[key], f"weight '{key}'")
             if tuple(value.shape) != tuple(current.shape) or np.dtype(value.dtype) != np.dtype(current.dtype):
@@ -91,14 +91,14 @@ class JaxModel:
                                 f"{np.dtype(current.dtype).name}{list(current.shape)}")
                 continue
             loaded[name] = value
+        problems = [f"no weight '{name}'" for name in missing] + problems
         if strict:
             known = set(self.params) | set(self.tied)
             problems += [f"unknown weight '{name}'" for name in source if name not in known]
         if problems:
             shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
-            missing_buffers = any(p.startswith("no weight") and p[11:-1] in self.buffer_names for p in problems)
-            hint = (" (buffers a state_dict leaves out, such as non-persistent ones, come with the module "
-                    "itself: pass the nn.Module)") if missing_buffers and isinstance(weights, Mapping) else ""
+            hint = (" (buffers a state_dict leaves out, such as non-persistent ones, come with the module itself: "
+                    "pass the nn.Module)") if isinstance(weights, Mapping) and set(missing) & set(self.buffer_names) else ""
             raise InputError(f"{self.name}: load_weights: {shown}{hint}")
         self.params = loaded
         return self
