@@ -5,6 +5,7 @@ recompilation, options, unsupported ops and the entry point."""
 from __future__ import annotations
 
 import copy
+import gc
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ import torch
 
 import jaxport
 from jaxport import dynamo
-from jaxport.errors import UnsupportedOpsError
+from jaxport.errors import InputError, UnsupportedOpsError
 from tests.support import zoo
 
 
@@ -262,3 +263,218 @@ def test_the_entry_point_finds_the_backend_without_importing_jaxport():
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+# -- the per-call path: imports kept, no host reads, outputs of their own -------------------------
+
+
+def _linear_stack(seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def _count_imports(monkeypatch) -> list:
+    """Every tensor the backend imports by sharing its memory (`dlpack.share`), as it is called."""
+    imported = []
+    share = dynamo.dlpack.share
+
+    def counting(tensor):
+        imported.append(tensor)
+        return share(tensor)
+
+    monkeypatch.setattr(dynamo.dlpack, "share", counting)
+    return imported
+
+
+def test_parameters_are_imported_once(monkeypatch):
+    model = _linear_stack()
+    compiled = torch.compile(model, backend="jaxport")
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(1))
+    imported = _count_imports(monkeypatch)
+    with torch.no_grad():
+        for _ in range(5):
+            torch.testing.assert_close(compiled(x), model(x))
+    assert len(imported) == 5  # four parameters and the input, once each
+    fresh = [torch.randn(3, 8, generator=torch.Generator().manual_seed(2 + i)) for i in range(5)]
+    with torch.no_grad():
+        for y in fresh:
+            torch.testing.assert_close(compiled(y), model(y))
+    assert len(imported) == 10  # then only each new input
+
+
+def test_in_place_updates_are_seen():
+    """Every way a parameter changes between calls: in place with and without the version counter
+    (`.data` bypasses it), rebound to new memory, loaded from a state dict."""
+    model = _linear_stack()
+    compiled = torch.compile(model, backend="jaxport")
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(1))
+    first = model[0].weight
+    changes = [
+        lambda: first.add_(1.0),
+        lambda: first.data.mul_(0.5),
+        lambda: setattr(model[2].bias, "data", torch.full((4,), 3.0)),
+        lambda: model.load_state_dict(_linear_stack(seed=7).state_dict()),
+    ]
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+        for change in changes:
+            before = compiled(x).clone()
+            change()
+            output = compiled(x)
+            torch.testing.assert_close(output, model(x))
+            assert not torch.allclose(output, before)
+
+
+def test_sgd_steps_follow_eager():
+    model = _linear_stack()
+    reference = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="jaxport")
+    x = torch.randn(6, 8, generator=torch.Generator().manual_seed(1))
+    target = torch.randn(6, 4, generator=torch.Generator().manual_seed(2))
+    losses = {}
+    for name, module, forward in (("compiled", model, compiled), ("eager", reference, reference)):
+        optimizer = torch.optim.SGD(module.parameters(), lr=0.1, momentum=0.9)
+        losses[name] = []
+        for _ in range(4):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(forward(x), target)
+            loss.backward()
+            optimizer.step()
+            losses[name].append(loss.item())
+    assert losses["eager"][-1] < losses["eager"][0]
+    torch.testing.assert_close(losses["compiled"], losses["eager"], rtol=1e-5, atol=0)
+    for param, expected in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(param, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_batchnorm_running_statistics_over_calls_without_gradients():
+    """Train-mode BatchNorm under no_grad: each call's update reads the statistics the call
+    before wrote back (AOTAutograd copies them into the buffers the backend keeps imported)."""
+    model, (pixels,), _ = zoo.cnn()
+    model.train()
+    reference = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="jaxport")
+    with torch.no_grad():
+        for step in range(4):
+            batch = pixels * (step + 1) + step
+            torch.testing.assert_close(compiled(batch), reference(batch), rtol=1e-4, atol=1e-5)
+            for (name, buffer), expected in zip(model.named_buffers(), reference.buffers()):
+                torch.testing.assert_close(buffer, expected, rtol=1e-5, atol=1e-6, msg=name)
+    assert int(model.features[1].num_batches_tracked) == 4
+
+
+class MaskedEmbedding(torch.nn.Module):
+    """int64 ids and a bool mask in, as a language model takes them."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 8)
+        self.proj = torch.nn.Linear(8, 4)
+
+    def forward(self, ids, mask):
+        hidden = self.embed(ids).masked_fill(~mask[..., None], 0.0)
+        return self.proj(hidden).sum(1), mask.sum(1)
+
+
+def _ids_and_mask(seed: int):
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, 50, (2, 6), generator=generator)
+    mask = torch.rand(2, 6, generator=generator) > 0.3
+    return ids, mask
+
+
+def test_no_host_reads_in_a_steady_state_call(monkeypatch):
+    """int64 ids and a bool mask cross without a host read: nothing calls `.item()`, `.cpu()`,
+    `.numpy()` or `.tolist()`, nothing copies through NumPy, new tensors or the same ones."""
+    torch.manual_seed(0)
+    model = MaskedEmbedding()
+    compiled = torch.compile(model, backend="jaxport")
+    with torch.no_grad():
+        compiled(*_ids_and_mask(0))
+    reads = []
+    for name in ("item", "cpu", "numpy", "tolist"):
+        real = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name, lambda self, *a, _real=real, _name=name, **k: (
+            reads.append(_name), _real(self, *a, **k))[1])
+    monkeypatch.setattr(dynamo.dlpack, "to_numpy", lambda *a, **k: reads.append("to_numpy"))
+    monkeypatch.setattr(dynamo.dlpack, "to_jax", lambda *a, **k: reads.append("to_jax"))
+    outputs = []
+    with torch.no_grad():
+        for seed in (1, 2, 2):
+            ids, mask = _ids_and_mask(seed)
+            outputs.append((compiled(ids, mask), ids, mask))
+    monkeypatch.undo()
+    assert reads == []
+    with torch.no_grad():
+        for (summed, counts), ids, mask in outputs:
+            expected_sum, expected_counts = model(ids, mask)
+            torch.testing.assert_close(summed, expected_sum)
+            assert counts.dtype == torch.int64 and torch.equal(counts, expected_counts)
+
+
+def test_int64_values_int32_cannot_hold_are_refused():
+    compiled = torch.compile(lambda ids: ids + 1, backend="jaxport")
+    torch.testing.assert_close(compiled(torch.tensor([1, -2, 2**31 - 2])), torch.tensor([2, -1, 2**31 - 1]))
+    torch.testing.assert_close(compiled(torch.tensor([-(2**31), 5, 6])), torch.tensor([1 - 2**31, 6, 7]))
+    with pytest.raises(InputError, match="outside int32's range"):
+        compiled(torch.tensor([1, 2**40 + 1, 3]))
+    with pytest.raises(InputError, match="outside int32's range"):
+        compiled(torch.tensor([1, -(2**31) - 1, 3]))
+
+
+def test_bool_and_empty_inputs_give_eagers_outputs():
+    def fn(x, keep, empty, no_ids, no_flags):
+        return (torch.where(keep, x, -x), keep & (x > 0), torch.cat([x, empty]), empty * 2,
+                no_ids + 1, no_flags | True, x.sum() + empty.sum())
+
+    compiled = torch.compile(fn, backend="jaxport")
+    generator = torch.Generator().manual_seed(3)
+    for _ in range(2):
+        x = torch.randn(5, generator=generator)
+        args = (x, x > 0.2, torch.empty(0), torch.zeros(0, dtype=torch.int64), torch.zeros(0, 3, dtype=torch.bool))
+        for output, expected in zip(compiled(*args), fn(*args)):
+            assert output.dtype == expected.dtype and output.shape == expected.shape
+            torch.testing.assert_close(output, expected)
+
+
+def _compiled_graph(fn, *args) -> dynamo.CompiledGraph:
+    """`fn`'s ATen graph (make_fx) as the backend compiles AOTAutograd's graphs."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from jaxport.frontends.torch_export import graph_program
+
+    graph_module = make_fx(fn)(*args)
+    return dynamo.CompiledGraph(graph_program(graph_module), graph_module)
+
+
+def test_outputs_are_tensors_of_their_own():
+    """`clone` is the identity in JAX and one value may be returned twice: every output the graph
+    computes has its own memory; an output that is the graph's input is that input (as Inductor
+    returns AOTAutograd's saved parameters)."""
+    def fn(x):
+        doubled = x * 2
+        return doubled, doubled, x.clone(), x.clone(), x
+
+    x = torch.arange(6.0)
+    graph = _compiled_graph(fn, x)
+    for _ in range(2):
+        outputs = graph([x])
+        assert outputs[4] is x
+        pointers = {t.untyped_storage().data_ptr() for t in outputs[:4]} | {x.untyped_storage().data_ptr()}
+        assert len(pointers) == 5
+        for output in outputs[:4]:
+            output.add_(100)
+        torch.testing.assert_close(x, torch.arange(6.0))
+        torch.testing.assert_close(outputs[1], torch.arange(6.0) * 2 + 100)
+
+
+def test_kept_imports_hold_tensors_weakly():
+    """A kept import goes with its tensor: the cache never keeps a model's memory alive."""
+    weight = torch.randn(4, 4, generator=torch.Generator().manual_seed(0))
+    graph = _compiled_graph(lambda x, w: (x @ w,), torch.ones(2, 4), weight)
+    x = torch.ones(2, 4)
+    torch.testing.assert_close(graph([x, weight])[0], x @ weight)
+    assert all(entry is not None for entry in graph._imports)
+    del weight
+    gc.collect()
+    assert graph._imports[0] is not None and graph._imports[1] is None

@@ -61,12 +61,47 @@ def _shared_on_device(tensor: torch.Tensor) -> jax.Array | None:
     """A GPU tensor as a jax.Array on the same device, through DLPack without a copy; None where
     JAX has no such device (a CPU-only jaxlib) or cannot take the buffer: then it goes through
     the host."""
-    if tensor.dtype == torch.bool or tensor.numel() == 0:
+    return share(tensor.contiguous())
+
+
+def share(tensor: torch.Tensor) -> jax.Array | None:
+    """`tensor`'s own memory as a jax.Array on the JAX device that holds it (the CPU, or the same
+    GPU), through DLPack: no copy, no move to JAX's default device, no narrowing check. None
+    where that cannot be: an empty, non-contiguous, conjugate or negative-view tensor, bool (not
+    every jaxlib takes it), a dtype JAX would narrow (int64 with x64 off) or DLPack lacks, an
+    unaligned buffer, or JAX without that device (a CPU-only jaxlib beside CUDA tensors).
+
+    The array aliases the tensor: in-place writes to the tensor show through it. On a GPU, the
+    array is ready once the work queued on PyTorch's current stream before this call is done
+    (DLPack's stream handshake); later writes are not ordered with JAX's reads of it."""
+    if (tensor.numel() == 0 or tensor.dtype == torch.bool or not tensor.is_contiguous()
+            or tensor.is_conj() or tensor.is_neg()):
         return None
     try:
-        return jax.dlpack.from_dlpack(tensor.contiguous())
-    except Exception:
+        exact = dtypes.numpy_dtype(tensor.dtype)
+    except TypeError:
         return None
+    if dtypes.narrow_dtype(exact) != exact:
+        return None
+    try:
+        return jax.dlpack.from_dlpack(tensor.detach())
+    except Exception:  # an unaligned buffer, a dtype DLPack lacks, a device JAX lacks
+        return None
+
+
+def jax_device(device: torch.device) -> jax.Device | None:
+    """The JAX device that holds the memory of torch `device` (DLPack's pairing: the CPU, or the
+    GPU of the same local index), or None where this jaxlib has none."""
+    try:
+        if device.type == "cpu":
+            return jax.local_devices(backend="cpu")[0]
+        if device.type == "cuda":
+            gpus = jax.local_devices(backend="gpu")
+            index = torch.cuda.current_device() if device.index is None else device.index
+            return next((d for d in gpus if d.local_hardware_id == index), None)
+    except RuntimeError:  # no such JAX backend
+        return None
+    return None
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:

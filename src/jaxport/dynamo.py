@@ -20,19 +20,24 @@ without Dynamo recompiling.
 
 from __future__ import annotations
 
+import functools
+import sys
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-from . import dlpack
-from .errors import UnsupportedOpsError
+from . import dlpack, dtypes
+from .errors import InputError, UnsupportedOpsError
 from .frontends.torch_export import graph_program, missing_decompositions
 from .ir import Program, interpret
 from .ops import registry
@@ -155,7 +160,7 @@ def _graph_compiler(chosen: Settings) -> Callable:
             counters["fallbacks"] += 1
             return make_boxed_func(graph_module.forward)
         counters["graphs"] += 1
-        return CompiledGraph(program, _output_kinds(graph_module))
+        return CompiledGraph(program, graph_module)
 
     return compile_graph
 
@@ -189,74 +194,270 @@ def _output_kinds(graph_module: torch.fx.GraphModule) -> list:
     return kinds
 
 
+#: How a tensor argument crosses to JAX, by its dtype (`_crossing`): PLAIN as it is; BOOL as its
+#: bytes (uint8, which every jaxlib's DLPack takes), made bool inside the jitted function; WORDS
+#: (int64 with JAX's x64 mode off) as its two int32 words, the low one taken inside the jitted
+#: function and the high one checked there to be the low one's sign (the value fits int32);
+#: NARROWED (float64, uint64, complex128 with x64 off) copied, narrowed and checked by
+#: `dlpack.to_jax`, on every call.
+PLAIN, BOOL, WORDS, NARROWED = "plain", "bool", "words", "narrowed"
+
+
+def _crossing(dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return BOOL
+    exact = dtypes.numpy_dtype(dtype)
+    if dtypes.narrow_dtype(exact) == exact:
+        return PLAIN
+    if dtype == torch.int64 and sys.byteorder == "little":  # the low word first
+        return WORDS
+    return NARROWED
+
+
 class CompiledGraph:
     """One ATen graph as a jitted JAX function, called the way AOTAutograd calls compiled graphs
-    (one list of arguments, which it may empty to free them)."""
+    (one list of arguments, which it may empty to free them).
 
-    def __init__(self, program: Program, output_kinds: list):
+    A call does little besides the jitted call itself:
+
+    - Each tensor argument is imported through DLPack once and its array kept while the argument
+      is the same tensor object with the same data pointer, shape, strides and dtype (parameters
+      and buffers, an input passed again). Only imports that share the tensor's memory are kept,
+      so a later in-place write (`p.add_`, an optimizer's step, `load_state_dict`, `p.data.add_`,
+      which bypasses the version counter, AOTAutograd writing BatchNorm's statistics back) shows
+      through the kept array with no check at all; a rebinding (`p.data = ...`, `.to()`) changes
+      the pointer and imports again. The cache holds each tensor weakly and drops its array when
+      the tensor dies, so it never keeps a model's memory alive. Imports that copy (a
+      non-contiguous tensor, another device, float64 narrowed) are made on every call.
+    - Nothing waits to read tensor values on the host: bool and int64 cross by DLPack as their
+      bytes and words, and int64 values int32 cannot hold (JAX's x64 mode off) are found inside
+      the jitted function. Its verdict is read once it is ready, without waiting: at the end of
+      the call where the outputs were already awaited (the CPU: handing them to PyTorch waits for
+      them), else at the graph's next call; an out-of-range value raises `InputError` then. Only
+      float64, uint64 and complex128 with x64 off are still narrowed and range-checked on the host
+      (`dlpack.to_jax`) on every call, and a graph that draws random numbers takes one seed from
+      PyTorch's CPU generator per call.
+    - Sizes and scalars go to `jax.jit` as one static tuple; the positions of tensors and
+      scalars, how each crosses, the graph's device and how each output comes back are worked out
+      at the first call (from the arguments themselves: a graph recorded on `meta` runs on the
+      tensors it is given).
+    - Outputs keep no memory of the inputs': an output the graph returns straight from its inputs
+      (AOTAutograd's saved parameters) is that input tensor, as Inductor returns it; any other
+      output the trace finds to be an input's array or one returned before is copied inside the
+      jitted function, so no check runs per call.
+
+    On CUDA the arrays kept alias memory that PyTorch may write on its own stream between calls:
+    each call imports one fresh one-element tensor (DLPack's stream handshake makes JAX's work
+    wait for what PyTorch queued before it), and `keep_unused` makes the compiled program take
+    it, so JAX never reads a kept array before PyTorch's earlier writes land. Outputs cross back
+    with DLPack's handshake the other way (PyTorch's stream waits for them), which also orders
+    PyTorch's later writes after JAX's reads."""
+
+    def __init__(self, program: Program, graph_module: torch.fx.GraphModule):
         # On the instance: AOTAutograd wraps the backward's function (functools.wraps copies
         # the instance's attributes, not the class's) and reads this to call it boxed.
         self._boxed_call = True
         self.program = program
-        self.output_kinds = output_kinds
+        self.output_kinds = _output_kinds(graph_module)
         self.random = bool(program.random_nodes())
-        # Sizes and scalars are static: JAX traces with concrete shapes, so a size is a number.
-        self._jitted = jax.jit(self._run, static_argnums=(2, 3))
+        placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
+        output = next(n for n in graph_module.graph.nodes if n.op == "output")
+        index = {node: i for i, node in enumerate(placeholders)}
+        #: {output index: argument index} for outputs that are the graph's inputs themselves.
+        self._passed = {k: index[v] for k, v in enumerate(output.args[0]) if isinstance(v, torch.fx.Node) and v in index}
+        self._bound = False
+        self._pending: list[jax.Array] = []
+        #: {static scalars: {output index: value}}: size outputs the trace knew as numbers.
+        self._static_outputs: dict[tuple, dict[int, Any]] = {}
+        # keep_unused: every array argument stays an argument of the compiled program (the
+        # CUDA fence does nothing else).
+        self._jitted = jax.jit(self._run, static_argnums=(2,), keep_unused=True)
 
-    def _run(self, rng, tensors: dict[int, Any], scalars: _Static, count: int) -> list:
-        inputs = [tensors[i] if i in tensors else scalars.values[i] for i in range(count)]
+    def _bind(self, args: list) -> None:
+        """What every later call reuses, from the first call's arguments."""
+        self._count = len(args)
+        self._tensor_positions = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
+        self._scalar_positions = tuple(i for i, a in enumerate(args) if not isinstance(a, torch.Tensor))
+        self._dtypes = tuple(args[i].dtype for i in self._tensor_positions)
+        self._crossings = tuple(_crossing(dtype) for dtype in self._dtypes)
+        self._checked = tuple(slot for slot, crossing in enumerate(self._crossings) if crossing == WORDS)
+        self._imports = _Imports([None] * len(self._tensor_positions))
+        # The graph's device: its first tensor off the CPU (a CUDA graph may take CPU scalars).
+        self._device = next((args[i].device for i in self._tensor_positions if args[i].device.type != "cpu"),
+                            torch.device("cpu"))
+        self._jax_device = dlpack.jax_device(self._device)
+        self._fence = self._device.type == "cuda" and self._jax_device is not None
+        plan = []
+        for k, kind in enumerate(self.output_kinds):
+            if k in self._passed:
+                plan.append((_INPUT, self._passed[k]))
+            elif kind is None:
+                plan.append((_NONE, None))
+            elif kind in (int, float, bool):
+                plan.append((_SCALAR, kind))
+            else:
+                dtype, device = kind
+                plan.append((_TENSOR, (dtype, self._device if device.type == "meta" else device)))
+        self._plan = tuple(plan)
+        self._has_scalars = any(mode == _SCALAR for mode, _ in plan)
+        self._bound = True
+
+    def _run(self, seed, arrays: list, statics: tuple) -> tuple[list, jax.Array | None]:
+        inputs: list[Any] = [None] * self._count
+        for position, value in zip(self._scalar_positions, statics):
+            inputs[position] = value
+        flags = []
+        for position, crossing, array in zip(self._tensor_positions, self._crossings, arrays):
+            if crossing == BOOL:
+                array = array != 0
+            elif crossing == WORDS:
+                low, high = array[..., 0], array[..., 1]
+                flags.append(jnp.all(high == jax.lax.shift_right_arithmetic(low, jnp.int32(31))))
+                array = low
+            inputs[position] = array
+        rng = None if seed is None else jax.random.key(seed)
         outputs, _ = interpret(self.program, {}, inputs, rng=rng)
-        return outputs
+        static: dict[int, Any] = {}
+        results: list = []
+        seen = {id(a) for a in arrays}
+        for k, ((mode, detail), value) in enumerate(zip(self._plan, outputs)):
+            if mode in (_INPUT, _NONE):
+                results.append(None)
+            elif mode == _SCALAR:
+                if isinstance(value, jax.core.Tracer):
+                    results.append(value)
+                else:  # a size the trace knows: handed back without a device read
+                    static[k] = value
+                    results.append(None)
+            else:
+                value = jnp.asarray(value)
+                if id(value) in seen:  # an input's array, or one returned before: a buffer of its own
+                    value = jnp.array(value, copy=True)
+                seen.add(id(value))
+                if detail[0] == torch.bool:  # crosses back as bytes, viewed as bool by PyTorch
+                    value = value.astype(jnp.bool_).astype(jnp.uint8)
+                results.append(value)
+        self._static_outputs[statics] = static
+        return results, (jnp.stack(flags) if flags else None)
 
     def __call__(self, args: list) -> list:
-        tensors = {i: dlpack.to_jax(a, what=f"input {i}") for i, a in enumerate(args)
-                   if isinstance(a, torch.Tensor)}
-        scalars = {i: a for i, a in enumerate(args) if not isinstance(a, torch.Tensor)}
-        inputs = [a for a in args if isinstance(a, torch.Tensor)]
-        rng = jax.random.key(int(torch.randint(2**31 - 1, ()).item())) if self.random else None
-        outputs = self._jitted(rng, tensors, _Static(scalars), len(args))
-        results = [_to_torch(value, kind) for value, kind in zip(outputs, self.output_kinds)]
-        return _unshared(results, inputs)
+        if not self._bound:
+            self._bind(args)
+        if self._pending:
+            self._check_pending()
+        imports = self._imports
+        arrays = []
+        for slot, position in enumerate(self._tensor_positions):
+            tensor = args[position]
+            entry = imports[slot]
+            if (entry is not None and entry[0]() is tensor
+                    and entry[1] == (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype)):
+                arrays.append(entry[2])
+            else:
+                arrays.append(self._import(slot, tensor))
+        if self._fence:
+            arrays.append(self._fence_array())
+        statics = tuple([args[i] for i in self._scalar_positions]) if self._scalar_positions else ()
+        seed = int(torch.randint(2**31 - 1, ()).item()) if self.random else None
+        outputs, flags = self._jitted(seed, arrays, statics)
+        static = self._static_outputs[statics] if self._has_scalars else None
+        results = []
+        for k, ((mode, detail), value) in enumerate(zip(self._plan, outputs)):
+            if mode == _TENSOR:
+                dtype, device = detail
+                tensor = dlpack.to_torch(value)
+                if dtype == torch.bool:
+                    tensor = tensor.view(torch.bool)
+                elif tensor.dtype != dtype:  # JAX holds int64 as int32 with x64 off
+                    tensor = tensor.to(dtype)
+                if tensor.device != device:  # JAX without that device (a CPU jaxlib beside CUDA)
+                    tensor = tensor.to(device)
+                results.append(tensor)
+            elif mode == _INPUT:
+                results.append(args[detail])
+            elif mode == _SCALAR:
+                results.append(detail(static[k] if k in static else value))
+            else:
+                results.append(None)
+        if flags is not None:
+            if flags.is_ready():
+                self._raise_if_out_of_range(flags)
+            else:
+                self._pending.append(flags)
+        return results
+
+    def _import(self, slot: int, tensor: torch.Tensor) -> jax.Array:
+        """`tensor` as the array the jitted function takes in its slot; kept where it shares the
+        tensor's memory."""
+        name = self.program.user_inputs[self._tensor_positions[slot]].name
+        if tensor.dtype != self._dtypes[slot]:
+            raise InputError(f"graph input {name!r} is {tensor.dtype}; the graph was compiled for "
+                             f"{self._dtypes[slot]}")
+        crossing = self._crossings[slot]
+        if crossing == NARROWED:
+            return self._placed(dlpack.to_jax(tensor, what=f"graph input {name!r}", error=InputError))
+        view = tensor.detach()
+        copied = not view.is_contiguous()
+        if copied:
+            view = view.contiguous()
+        if crossing == BOOL:
+            view = view.view(torch.uint8)
+        elif crossing == WORDS:
+            view = view.unsqueeze(-1).view(torch.int32)
+        if view.numel() == 0:  # nothing to share: made on the device, kept like a shared array
+            array = jnp.zeros(view.shape, dtypes.numpy_dtype(view.dtype), device=self._jax_device)
+        else:
+            array = dlpack.share(view) if view.device == self._device else None
+            if array is None:  # another device, an unaligned buffer, JAX without the device
+                copied = True
+                array = self._placed(dlpack.to_jax(view))
+        if not copied:
+            ref = weakref.ref(tensor, functools.partial(_forget, weakref.ref(self._imports), slot))
+            self._imports[slot] = (ref, (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype), array)
+        return array
+
+    def _placed(self, array: jax.Array) -> jax.Array:
+        if self._jax_device is not None and array.devices() != {self._jax_device}:
+            array = jax.device_put(array, self._jax_device)
+        return array
+
+    def _fence_array(self) -> jax.Array:
+        """A fresh one-element import on the graph's GPU: JAX's program waits for PyTorch's
+        stream as of now (see the class's docstring)."""
+        fence = torch.empty(1, device=self._device)
+        array = dlpack.share(fence)
+        return array if array is not None else self._placed(dlpack.to_jax(fence))
+
+    def _check_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        for flags in pending:
+            if flags.is_ready():
+                self._raise_if_out_of_range(flags)
+            else:
+                self._pending.append(flags)
+
+    def _raise_if_out_of_range(self, flags: jax.Array) -> None:
+        fits = np.asarray(flags)
+        if fits.all():
+            return
+        names = [self.program.user_inputs[self._tensor_positions[slot]].name
+                 for slot, ok in zip(self._checked, fits) if not ok]
+        raise InputError(f"graph input(s) {', '.join(map(repr, names))} hold int64 values outside int32's "
+                         f"range, and JAX stores int64 as int32 with its x64 mode off: {dtypes.X64_HINT}")
 
 
-class _Static:
-    """A dict of Python values made hashable, so `jax.jit` can take it as a static argument."""
-
-    def __init__(self, values: dict):
-        self.values = values
-        self._key = tuple(sorted((k, type(v), v) for k, v in values.items()))
-
-    def __hash__(self) -> int:
-        return hash(self._key)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _Static) and self._key == other._key
+#: What each output of a `CompiledGraph` is: one of its inputs, None, a size or scalar, a tensor.
+_INPUT, _NONE, _SCALAR, _TENSOR = range(4)
 
 
-def _to_torch(value, kind):
-    if kind is None or value is None:
-        return value
-    if kind in (int, float, bool):
-        return kind(value)
-    dtype, device = kind
-    tensor = dlpack.to_torch(value)
-    if tensor.device != device:
-        tensor = tensor.to(device)  # JAX without that device (a CPU jaxlib beside CUDA tensors)
-    return tensor if tensor.dtype == dtype else tensor.to(dtype)
+class _Imports(list):
+    """A `CompiledGraph`'s kept imports, one per tensor argument: (weak reference to the tensor,
+    (data pointer, shape, strides, dtype), array), or None. A list of its own so that the
+    references' callbacks can hold it weakly."""
 
 
-def _unshared(outputs: list, inputs: list[torch.Tensor]) -> list:
-    """Outputs with memory of their own. XLA hands back an input it returns unchanged (`clone`
-    is the identity in JAX) as the same buffer, and one array returned twice as one buffer; over
-    DLPack those would alias tensors PyTorch believes independent, and an in-place write to one
-    would change the other."""
-    seen = {t.untyped_storage().data_ptr() for t in inputs if t.numel()}
-    fresh = []
-    for value in outputs:
-        if isinstance(value, torch.Tensor) and value.numel():
-            pointer = value.untyped_storage().data_ptr()
-            if pointer in seen:
-                value = value.clone()
-            seen.add(value.untyped_storage().data_ptr())
-        fresh.append(value)
-    return fresh
+def _forget(imports_ref: weakref.ref, slot: int, ref: weakref.ref) -> None:
+    """A kept tensor died: drop its array (and the memory it holds), unless the slot moved on."""
+    imports = imports_ref()
+    if imports is not None and imports[slot] is not None and imports[slot][0] is ref:
+        imports[slot] = None
