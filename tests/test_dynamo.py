@@ -478,3 +478,41 @@ def test_kept_imports_hold_tensors_weakly():
     del weight
     gc.collect()
     assert graph._imports[0] is not None and graph._imports[1] is None
+
+
+def _unaligned(tensor: torch.Tensor) -> torch.nn.Parameter:
+    """`tensor`'s values in memory 4 bytes past an aligned address (weights loaded from a file at
+    such offsets are common): XLA cannot take it as it lies, so JAX imports a copy."""
+    flat = torch.empty(tensor.numel() + 1, dtype=tensor.dtype)
+    flat[1:] = tensor.reshape(-1)
+    return torch.nn.Parameter(flat[1:].view(tensor.shape))
+
+
+def test_copied_imports_are_kept_while_their_version_holds(monkeypatch):
+    """Where the import is a copy, it is kept until the tensor's version counter moves: imported
+    once over unchanged calls, again after each in-place write."""
+    model = _linear_stack()
+    with torch.no_grad():
+        model[0].weight = _unaligned(model[0].weight)
+    assert model[0].weight.data_ptr() % 16
+    compiled = torch.compile(model, backend="jaxport")
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(1))
+    copies = []
+    to_jax = dynamo.dlpack.to_jax
+    monkeypatch.setattr(dynamo.dlpack, "to_jax", lambda t, *a, **k: (copies.append(t), to_jax(t, *a, **k))[1])
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x), model(x))
+        assert len(copies) == 1
+        for change in (lambda: model[0].weight.mul_(-1.0),
+                       lambda: model.load_state_dict(_linear_stack(seed=7).state_dict())):
+            before = compiled(x).clone()
+            change()
+            torch.testing.assert_close(compiled(x), model(x))
+            assert not torch.allclose(compiled(x), before)
+    assert len(copies) == 3
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    compiled(x).square().sum().backward()
+    optimizer.step()
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))

@@ -61,15 +61,21 @@ def _shared_on_device(tensor: torch.Tensor) -> jax.Array | None:
     """A GPU tensor as a jax.Array on the same device, through DLPack without a copy; None where
     JAX has no such device (a CPU-only jaxlib) or cannot take the buffer: then it goes through
     the host."""
-    return share(tensor.contiguous())
+    if tensor.dtype == torch.bool or tensor.numel() == 0:
+        return None
+    try:
+        return jax.dlpack.from_dlpack(tensor.contiguous())
+    except Exception:
+        return None
 
 
 def share(tensor: torch.Tensor) -> jax.Array | None:
     """`tensor`'s own memory as a jax.Array on the JAX device that holds it (the CPU, or the same
     GPU), through DLPack: no copy, no move to JAX's default device, no narrowing check. None
     where that cannot be: an empty, non-contiguous, conjugate or negative-view tensor, bool (not
-    every jaxlib takes it), a dtype JAX would narrow (int64 with x64 off) or DLPack lacks, an
-    unaligned buffer, or JAX without that device (a CPU-only jaxlib beside CUDA tensors).
+    every jaxlib takes it), a dtype JAX would narrow (int64 with x64 off) or DLPack lacks, a
+    buffer JAX would copy because XLA cannot take it as it lies (not aligned as XLA needs: the
+    real MiniLM's weights, as transformers loads them, are not), or JAX without that device (a CPU-only jaxlib beside CUDA tensors).
 
     The array aliases the tensor: in-place writes to the tensor show through it. On a GPU, the
     array is ready once the work queued on PyTorch's current stream before this call is done
@@ -84,9 +90,11 @@ def share(tensor: torch.Tensor) -> jax.Array | None:
     if dtypes.narrow_dtype(exact) != exact:
         return None
     try:
-        return jax.dlpack.from_dlpack(tensor.detach())
-    except Exception:  # an unaligned buffer, a dtype DLPack lacks, a device JAX lacks
+        array = jax.dlpack.from_dlpack(tensor.detach())
+    except Exception:  # a dtype DLPack lacks, a device JAX lacks
         return None
+    # JAX copies a buffer XLA cannot take as it lies (unaligned) instead of refusing it.
+    return array if array.unsafe_buffer_pointer() == tensor.data_ptr() else None
 
 
 def jax_device(device: torch.device) -> jax.Device | None:

@@ -222,13 +222,16 @@ class CompiledGraph:
 
     - Each tensor argument is imported through DLPack once and its array kept while the argument
       is the same tensor object with the same data pointer, shape, strides and dtype (parameters
-      and buffers, an input passed again). Only imports that share the tensor's memory are kept,
-      so a later in-place write (`p.add_`, an optimizer's step, `load_state_dict`, `p.data.add_`,
-      which bypasses the version counter, AOTAutograd writing BatchNorm's statistics back) shows
-      through the kept array with no check at all; a rebinding (`p.data = ...`, `.to()`) changes
-      the pointer and imports again. The cache holds each tensor weakly and drops its array when
-      the tensor dies, so it never keeps a model's memory alive. Imports that copy (a
-      non-contiguous tensor, another device, float64 narrowed) are made on every call.
+      and buffers, an input passed again); a rebinding (`p.data = ...`, `.to()`) changes the
+      pointer and imports again. An array that shares the tensor's memory needs nothing more: a
+      later in-place write (`p.add_`, an optimizer's step, `load_state_dict`, AOTAutograd writing
+      BatchNorm's statistics back, even `p.data.add_`, which bypasses the version counter) shows
+      through it. An import that had to copy (a buffer XLA cannot take as it lies, such as
+      weights loaded at unaligned offsets; a non-contiguous tensor; another device; float64
+      narrowed) is kept while the tensor's version counter is unchanged too, so every in-place
+      write but one through `.data` (which PyTorch's autograd does not see either) imports
+      again. The cache holds each tensor weakly and drops its array when the tensor dies, so it
+      never keeps a model's memory alive.
     - Nothing waits to read tensor values on the host: bool and int64 cross by DLPack as their
       bytes and words, and int64 values int32 cannot hold (JAX's x64 mode off) are found inside
       the jitted function. Its verdict is read once it is ready, without waiting: at the end of
@@ -351,7 +354,8 @@ class CompiledGraph:
             tensor = args[position]
             entry = imports[slot]
             if (entry is not None and entry[0]() is tensor
-                    and entry[1] == (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype)):
+                    and entry[1] == (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype)
+                    and (entry[3] is None or entry[3] == tensor._version)):
                 arrays.append(entry[2])
             else:
                 arrays.append(self._import(slot, tensor))
@@ -387,33 +391,37 @@ class CompiledGraph:
         return results
 
     def _import(self, slot: int, tensor: torch.Tensor) -> jax.Array:
-        """`tensor` as the array the jitted function takes in its slot; kept where it shares the
-        tensor's memory."""
+        """`tensor` as the array the jitted function takes in its slot, kept for the next call:
+        for as long as the tensor keeps its memory and layout where the array shares them, and
+        its version too where the array is a copy."""
         name = self.program.user_inputs[self._tensor_positions[slot]].name
         if tensor.dtype != self._dtypes[slot]:
             raise InputError(f"graph input {name!r} is {tensor.dtype}; the graph was compiled for "
                              f"{self._dtypes[slot]}")
+        version = tensor._version  # before reading it: a write meanwhile imports again next call
         crossing = self._crossings[slot]
+        shared = False
         if crossing == NARROWED:
-            return self._placed(dlpack.to_jax(tensor, what=f"graph input {name!r}", error=InputError))
-        view = tensor.detach()
-        copied = not view.is_contiguous()
-        if copied:
-            view = view.contiguous()
-        if crossing == BOOL:
-            view = view.view(torch.uint8)
-        elif crossing == WORDS:
-            view = view.unsqueeze(-1).view(torch.int32)
-        if view.numel() == 0:  # nothing to share: made on the device, kept like a shared array
-            array = jnp.zeros(view.shape, dtypes.numpy_dtype(view.dtype), device=self._jax_device)
+            array = self._placed(dlpack.to_jax(tensor, what=f"graph input {name!r}", error=InputError))
         else:
-            array = dlpack.share(view) if view.device == self._device else None
-            if array is None:  # another device, an unaligned buffer, JAX without the device
-                copied = True
-                array = self._placed(dlpack.to_jax(view))
-        if not copied:
-            ref = weakref.ref(tensor, functools.partial(_forget, weakref.ref(self._imports), slot))
-            self._imports[slot] = (ref, (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype), array)
+            view = tensor.detach()
+            contiguous = view.is_contiguous()
+            if not contiguous:
+                view = view.contiguous()
+            if crossing == BOOL:
+                view = view.view(torch.uint8)
+            elif crossing == WORDS:
+                view = view.unsqueeze(-1).view(torch.int32)
+            if view.numel() == 0:  # no values to share or go stale: made on the device
+                array, shared = jnp.zeros(view.shape, dtypes.numpy_dtype(view.dtype), device=self._jax_device), True
+            else:
+                array = dlpack.share(view) if contiguous and view.device == self._device else None
+                shared = array is not None
+                if not shared:  # unaligned, non-contiguous, another device, JAX without the device
+                    array = self._placed(dlpack.to_jax(view))
+        ref = weakref.ref(tensor, functools.partial(_forget, weakref.ref(self._imports), slot))
+        key = (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype)
+        self._imports[slot] = (ref, key, array, None if shared else version)
         return array
 
     def _placed(self, array: jax.Array) -> jax.Array:
@@ -452,8 +460,9 @@ _INPUT, _NONE, _SCALAR, _TENSOR = range(4)
 
 class _Imports(list):
     """A `CompiledGraph`'s kept imports, one per tensor argument: (weak reference to the tensor,
-    (data pointer, shape, strides, dtype), array), or None. A list of its own so that the
-    references' callbacks can hold it weakly."""
+    (data pointer, shape, strides, dtype), array, the tensor's version where the array is a copy
+    else None), or None. A list of its own so that the references' callbacks can hold it
+    weakly."""
 
 
 def _forget(imports_ref: weakref.ref, slot: int, ref: weakref.ref) -> None:
