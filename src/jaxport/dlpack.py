@@ -132,6 +132,10 @@ def _extremes(tensor: torch.Tensor) -> tuple | None:
         return 0, (finite.max().item() if finite.numel() else 0)
     if tensor.dtype == torch.bool:
         return None
+    if tensor.dtype == torch.uint64:  # PyTorch has no min/max for it: as int64, 2**63 and up are negative
+        signed = tensor.view(torch.int64)
+        above = signed[signed < 0]
+        return 0, (above.max().item() + 2**64 if above.numel() else signed.max().item())
     return tensor.min().item(), tensor.max().item()
 
 

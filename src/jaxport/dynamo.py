@@ -40,7 +40,6 @@ from . import dlpack, dtypes
 from .errors import InputError, UnsupportedOpsError
 from .frontends.torch_export import graph_program, missing_decompositions
 from .ir import Program, interpret
-from .ops import registry
 
 #: What `options=` may hold: name -> (allowed values, meaning). `mode=` takes only "default":
 #: Inductor's modes tune Inductor's kernels and CUDA graphs, which XLA does not have.
@@ -81,63 +80,9 @@ def backend(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], *
     `backend=`. Forward and backward graphs are both lowered (through AOTAutograd)."""
     chosen = settings(mode, options)
     compile_graph = _graph_compiler(chosen)
-    if _trains(example_inputs) and not _fused_attention_backward_lowered():
-        graph_module = _math_attention(graph_module)
     return aot_autograd(
         fw_compiler=compile_graph, bw_compiler=compile_graph, decompositions=missing_decompositions(),
     )(graph_module, example_inputs)
-
-
-def _trains(example_inputs: Sequence[Any]) -> bool:
-    """Whether AOTAutograd will trace a backward graph for these inputs (as it decides)."""
-    return torch.is_grad_enabled() and any(
-        isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
-
-
-#: The backward kernels of PyTorch's fused attention (one per kernel its
-#: `scaled_dot_product_attention` may pick on CPU or GPU).
-_FUSED_ATTENTION_BACKWARDS = (
-    "aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
-    "aten._scaled_dot_product_flash_attention_backward.default",
-    "aten._scaled_dot_product_efficient_attention_backward.default",
-    "aten._scaled_dot_product_cudnn_attention_backward.default",
-)
-
-
-def _fused_attention_backward_lowered() -> bool:
-    names = registry.registered_names()
-    return all(name in names for name in _FUSED_ATTENTION_BACKWARDS)
-
-
-_SDPA = (torch._C._nn.scaled_dot_product_attention, torch.nn.functional.scaled_dot_product_attention)
-
-
-def _math_attention(graph_module: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """Dynamo's graph with `scaled_dot_product_attention` calls made PyTorch's math formulation.
-
-    PyTorch runs the op as a fused kernel whose backward is a kernel of its own, which jaxport
-    does not lower and no decomposition table covers; decomposition tables apply below autograd,
-    too late to change which backward autograd records. Rewritten here, above it, the backward
-    is made of the products and softmax jaxport lowers. Inference graphs keep the whole op."""
-    rewritten = False
-    for node in graph_module.graph.nodes:
-        if node.op == "call_function" and node.target in _SDPA:
-            node.target = _attention_as_math
-            rewritten = True
-    if rewritten:
-        graph_module.recompile()
-    return graph_module
-
-
-def _attention_as_math(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                       enable_gqa=False):
-    """`scaled_dot_product_attention`'s signature over its math formulation (which also returns
-    the attention weights). The math kernel adds its mask: a boolean one (True: attend) is made
-    additive first, as the public op does before it picks a kernel."""
-    if attn_mask is not None and attn_mask.dtype == torch.bool:
-        attn_mask = torch.where(attn_mask, 0.0, float("-inf")).to(query.dtype)
-    return torch.ops.aten._scaled_dot_product_attention_math.default(
-        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)[0]
 
 
 #: How many ATen graphs jaxport has compiled and how many it left to PyTorch (`fallback`), for

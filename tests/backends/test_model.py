@@ -136,6 +136,18 @@ def test_int64_inputs_are_int32_without_x64():
     np.testing.assert_array_equal(np.asarray(out), (ids * 2).numpy())
 
 
+def test_uint64_values_are_range_checked_without_x64():
+    """PyTorch has no min/max for uint64 (a CUDA flash-attention backward graph takes its seeds as
+    uint64): the range check reads the values as int64, the top half as what they are."""
+    if jax.config.jax_enable_x64:
+        pytest.skip("x64 on")
+    fits = torch.tensor([1, 2**32 - 1], dtype=torch.uint64)
+    assert jaxport.interop.to_jax(fits).tolist() == [1, 2**32 - 1]
+    for value in (2**32, 2**63 + 5):
+        with pytest.raises(jaxport.InputError, match=f"holds {value} "):
+            jaxport.from_torch(Doubles(), (fits,))(torch.tensor([1, value], dtype=torch.uint64))
+
+
 def test_x64_mode_keeps_exact_dtypes():
     with jax.enable_x64(True):
         x = torch.randn(3, dtype=torch.float64)
