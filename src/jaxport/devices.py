@@ -1,7 +1,8 @@
 """The torch device a model lives on, so that nothing jaxport makes for a model assumes the CPU.
 
 Models arrive on `cuda` as often as on `cpu`, and on `meta` when their weights are loaded later
-(a model too big to hold twice, or a graph recorded as a GPU records it, see docs/devices.md).
+(a model too big to hold twice, or a graph recorded as a GPU records it: the README's "Models on a
+GPU, and models without weights").
 Whatever jaxport builds to trace, probe or check a model (example inputs, probes, the autocast
 context of a precision policy, the reference inputs of `verify`) is built on the model's own
 device, taken from its parameters and buffers, or from the inputs the user passed.
@@ -42,11 +43,6 @@ def _tensors(value):
     elif isinstance(value, (list, tuple)):
         for item in value:
             yield from _tensors(item)
-
-
-def is_meta(value: Any) -> bool:
-    """Whether `value` is a tensor without data (on the `meta` device)."""
-    return isinstance(value, torch.Tensor) and value.is_meta
 
 
 def moved(value: Any, device: torch.device) -> Any:
