@@ -10,6 +10,8 @@ import textwrap
 
 import pytest
 
+from jaxport.cache import MAX_BYTES
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PROGRAM = textwrap.dedent("""
@@ -20,11 +22,11 @@ PROGRAM = textwrap.dedent("""
     from tests.support import zoo
     module, args, kwargs = zoo.cnn()
     jaxport.from_torch(module, args, kwargs)(*args, **kwargs).block_until_ready()
-    print(jax.config.jax_compilation_cache_dir, len(hits))
+    print(jax.config.jax_compilation_cache_max_size, jax.config.jax_compilation_cache_dir, len(hits))
 """)
 
 
-def _run(env: dict) -> tuple[str, int]:
+def _run(env: dict) -> tuple[str, int, int]:
     environment = {**os.environ, "PYTHONPATH": ROOT, **env}
     for name, value in env.items():
         if value is None:
@@ -32,16 +34,16 @@ def _run(env: dict) -> tuple[str, int]:
     done = subprocess.run([sys.executable, "-c", PROGRAM], env=environment, capture_output=True, text=True,
                           timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
-    directory, hits = done.stdout.split()[-2:]
-    return directory, int(hits)
+    size, directory, hits = done.stdout.split()[-3:]
+    return directory, int(hits), int(size)
 
 
 def test_a_second_process_loads_what_the_first_compiled(tmp_path):
     env = {"JAXPORT_CACHE_DIR": str(tmp_path), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
            "JAX_COMPILATION_CACHE_DIR": None}
-    assert _run(env) == (str(tmp_path), 0)
+    assert _run(env) == (str(tmp_path), 0, MAX_BYTES)
     assert os.listdir(tmp_path)
-    assert _run(env) == (str(tmp_path), 1)
+    assert _run(env) == (str(tmp_path), 1, MAX_BYTES)
 
 
 @pytest.mark.parametrize("setting", ["off", ""])
@@ -49,9 +51,13 @@ def test_jaxport_cache_dir_off_leaves_it_off(setting):
     assert _run({"JAXPORT_CACHE_DIR": setting, "JAX_COMPILATION_CACHE_DIR": None})[0] == "None"
 
 
-def test_the_users_own_directory_is_kept(tmp_path):
+def test_the_users_own_directory_and_size_are_kept(tmp_path):
     own = tmp_path / "mine"
-    assert _run({"JAX_COMPILATION_CACHE_DIR": str(own), "JAXPORT_CACHE_DIR": str(tmp_path / "other")})[0] == str(own)
+    directory, _, size = _run({"JAX_COMPILATION_CACHE_DIR": str(own), "JAXPORT_CACHE_DIR": str(tmp_path / "other")})
+    assert (directory, size) == (str(own), -1)  # JAX's own default: unbounded
+    directory, _, size = _run({"JAXPORT_CACHE_DIR": str(tmp_path), "JAX_COMPILATION_CACHE_DIR": None,
+                               "JAX_COMPILATION_CACHE_MAX_SIZE": "1000000"})
+    assert (directory, size) == (str(tmp_path), 1000000)
 
 
 def test_default_directory_follows_xdg(tmp_path):

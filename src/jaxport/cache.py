@@ -13,6 +13,12 @@ JAX writes only programs that took longer than `jax_persistent_cache_min_compile
 default: 1 s) to compile, and keys each by the program, the compiler's options and versions and
 the devices, so a cached program is never run where it was not compiled for. A directory that
 cannot be made leaves the cache off, with a warning.
+
+In a directory jaxport chose, the cache keeps at most `MAX_BYTES` (JAX evicts the least recently
+used programs beyond it), unless `jax_compilation_cache_max_size` says otherwise: a `frozen()`
+program holds the model's weights (BERT-base's is 440 MB), and loading one saves little of its
+first call, which is mostly tracing with the weights as constants (measured on the CPU: BERT-base
+frozen, 10.0 s in a fresh cache and 10.0 s again; ResNet-50 through `jm(...)`, 1.69 s and 0.38 s).
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import jax
 
 #: What `JAXPORT_CACHE_DIR` says to turn the cache off.
 _OFF = ("", "0", "off", "false", "no", "none")
+#: The most a cache directory jaxport chose may hold, in bytes.
+MAX_BYTES = 2 * 2**30
 
 
 def default_directory() -> str:
@@ -49,4 +57,6 @@ def configure() -> str | None:
                       "set JAXPORT_CACHE_DIR to a writable directory, or to 'off'", stacklevel=2)
         return None
     jax.config.update("jax_compilation_cache_dir", directory)
+    if jax.config.jax_compilation_cache_max_size in (None, -1):  # JAX's default: unbounded
+        jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
     return directory
