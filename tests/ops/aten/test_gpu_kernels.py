@@ -12,6 +12,8 @@ runs with its real weights as PyTorch does on the CPU."""
 
 from __future__ import annotations
 
+import pathlib
+
 import jax
 import numpy as np
 import pytest
@@ -479,6 +481,13 @@ def test_the_generated_table_names_every_gpu_only_op():
     text = gpu_only.table()
     assert "no reason given" not in text
     assert all(f"`{op}`" in text for op in gpu_only.gpu_only_ops())
+
+
+def test_the_committed_table_is_current():
+    committed = (pathlib.Path(__file__).parents[3] / "docs" / "gpu-only-ops.md").read_text()
+    if f"torch {torch.__version__} " not in committed:
+        pytest.skip(f"docs/gpu-only-ops.md was generated with another torch than {torch.__version__}")
+    assert committed == gpu_only.table(), "regenerate it: python -m tests.ops.aten.gpu_only docs/gpu-only-ops.md"
 
 
 # --- end to end: a model calling them, converted on meta ------------------------------------------
