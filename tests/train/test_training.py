@@ -143,10 +143,18 @@ def test_training_matches_pytorch(name, optimizer):
 
     np.testing.assert_allclose(jax_losses, torch_losses, rtol=1e-4)
     trained = state.model_params()
+    exact = None  # PyTorch's training in float64, made where float32 runs part (see below)
     moved = 0.0
     for key, want in reference.state_dict().items():
         got = np.asarray(trained[model_tied.get(key, key)])
-        np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-4, err_msg=key)
+        if not np.allclose(got, want.numpy(), rtol=1e-4, atol=1e-4):
+            assert want.is_floating_point(), f"{key}: {got} against PyTorch's {want.numpy()}"
+            # PyTorch's float32 kernels differ by CPU (oneDNN's convolutions on AVX-512 end
+            # 1.5e-3 from float64 after these steps): jaxport must then be as close to a
+            # float64 run as PyTorch's float32 run is.
+            exact = exact or _trained_in_float64(module, batches, optimizer, torch_loss)
+            ours, theirs = np.abs(got - exact[key]).max(), np.abs(want.numpy() - exact[key]).max()
+            assert ours <= theirs + 1e-4, f"{key}: {ours:.3g} from float64, PyTorch's float32 {theirs:.3g}"
         if want.is_floating_point():
             moved = max(moved, float(np.abs(got - module.state_dict()[key].numpy()).max()))
     assert moved > 1e-2, "the weights should have moved: the comparison would prove nothing"
@@ -154,6 +162,14 @@ def test_training_matches_pytorch(name, optimizer):
         start = BatchNormCNN().state_dict()["features.1.running_var"]
         assert not np.allclose(np.asarray(trained["features.1.running_var"]), start.numpy())
         assert int(trained["features.1.num_batches_tracked"]) == STEPS
+
+
+def _trained_in_float64(module, batches, optimizer, loss_fn) -> dict:
+    """The state PyTorch's training reaches in float64 (the integer inputs and labels as they are)."""
+    wide = copy.deepcopy(module).double()
+    batches = [tuple(t.double() if t.is_floating_point() else t for t in batch) for batch in batches]
+    _train_torch(wide, batches, OPTIMIZERS[optimizer][0], loss_fn)
+    return {key: value.numpy() for key, value in wide.state_dict().items()}
 
 
 def test_dropout_masks_follow_the_key():

@@ -5,7 +5,7 @@ sampling, losses, attention), every path's: {"opinfo_id", "opinfo_id:torch.dtype
 from tests.conformance.expectations import Expected
 
 from . import REFERENCE, SPECIAL, on_paths
-from .reasons import FLOAT32_GELU_ZERO_SIGN, VECTORIZED_ZERO_SIGN, ZERO_TIES
+from .reasons import VECTORIZED_ZERO_SIGN, ZERO_TIES
 
 FUSED_COORDINATES = Expected(
     "PyTorch's vectorized grid sampler unnormalizes each grid coordinate with a fused "
@@ -35,7 +35,6 @@ EXPECTED_FAILURES: dict[str, Expected] = {
     **on_paths(SPECIAL, {
         ZERO_TIES: ("nn.functional.hardtanh", "nn.functional.relu6"),
         VECTORIZED_ZERO_SIGN: ("nn.functional.softshrink",),
-        FLOAT32_GELU_ZERO_SIGN: ("nn.functional.gelu:torch.float32",),
     }),
     **on_paths(REFERENCE, {FUSED_COORDINATES: ("nn.functional.grid_sample:torch.float32",)}),
 }

@@ -53,9 +53,3 @@ VECTORIZED_ZERO_SIGN = Expected(
     "as in PyTorch",
     fails="mismatch", detail=ZERO_SIGNS,
 )
-FLOAT32_GELU_ZERO_SIGN = Expected(
-    "PyTorch's float32 GELU kernel gives +0.0 for -0.0 (x * Phi(x) computed so that the sign is "
-    "lost), while its float64 kernel keeps -0.0, as x * Phi(x) does in IEEE arithmetic; jaxport "
-    "keeps -0.0 for both",
-    fails="mismatch", detail=ZERO_SIGNS,
-)
