@@ -2,8 +2,12 @@
 normalisation; cuDNN's and MIOpen's batch norm kernels (GPU-only ops) with the same math.
 
 Statistics are computed in float32 for float16/bfloat16 inputs, as PyTorch's CPU
-kernels do; the saved mean/rstd outputs are float32 only when the op mixes a
-reduced-precision input with float32 parameters, else the input's dtype.
+kernels do. The saved mean/rstd outputs differ by device, so the ops that return them
+take what the graph records (`recorded=`, see `registry.aten`): BatchNorm outside
+training saves none on the CPU and one per channel elsewhere, and off the CPU they are
+float32 for half inputs. Without a graph (the eager frontend) they follow the CPU kernel:
+float32 only when the op mixes a reduced-precision input with float32 parameters, else
+the input's dtype.
 Variances are biased (divide by n); running variances are updated unbiased.
 """
 
