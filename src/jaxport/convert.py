@@ -8,6 +8,7 @@ in their frontend; the `JaxModel` is made from the frontend's `Translation` the 
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any
 
 import jax
@@ -106,18 +107,20 @@ class CacheFedModel(JaxModel):
         self._cache_spec = cache_spec
         self._convert_options = convert_options
         self._steps: list[JaxModel] = []
+        self._converting = threading.Lock()  # threads asking for one new step convert it once
 
     def _step_for(self, args: tuple, kwargs: dict) -> JaxModel | None:
         """The program converted for a cached step with these inputs' sizes; None without a cache."""
         if kwargs.get("past_key_values") is None:
             return None
-        for step in self._steps:
-            leaves = step._flatten_inputs(args, kwargs)
-            if all(_admits(x, s) for x, s in zip(leaves, step.program.user_inputs)):
-                return step
-        step = self._convert_step(args, kwargs)
-        self._steps.append(step)
-        return step
+        with self._converting:
+            for step in self._steps:
+                leaves = step._flatten_inputs(args, kwargs)
+                if all(_admits(x, s) for x, s in zip(leaves, step.program.user_inputs)):
+                    return step
+            step = self._convert_step(args, kwargs)
+            self._steps.append(step)
+            return step
 
     def _convert_step(self, args: tuple, kwargs: dict) -> JaxModel:
         from transformers.exporters.exporter_dynamo import (

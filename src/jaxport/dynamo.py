@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -215,6 +216,9 @@ class CompiledGraph:
         self._passed = {k: index[v] for k, v in enumerate(output.args[0]) if isinstance(v, torch.fx.Node) and v in index}
         self._bound = False
         self._pending: list[jax.Array] = []
+        # Threads share a compiled graph (Dynamo's cache is the process's): the first call's set-up
+        # and the pending range checks are each one thread's at a time.
+        self._lock = threading.Lock()
         #: {static scalars: {output index: value}}: size outputs the trace knew as numbers.
         self._static_outputs: dict[tuple, dict[int, Any]] = {}
         # keep_unused: every array argument stays an argument of the compiled program (the
@@ -290,7 +294,9 @@ class CompiledGraph:
 
     def __call__(self, args: list) -> list:
         if not self._bound:
-            self._bind(args)
+            with self._lock:
+                if not self._bound:
+                    self._bind(args)
         if self._pending:
             self._check_pending()
         imports = self._imports
@@ -332,7 +338,8 @@ class CompiledGraph:
             if flags.is_ready():
                 self._raise_if_out_of_range(flags)
             else:
-                self._pending.append(flags)
+                with self._lock:
+                    self._pending.append(flags)
         return results
 
     def _import(self, slot: int, tensor: torch.Tensor) -> jax.Array:
@@ -382,12 +389,13 @@ class CompiledGraph:
         return array if array is not None else self._placed(dlpack.to_jax(fence))
 
     def _check_pending(self) -> None:
-        pending, self._pending = self._pending, []
-        for flags in pending:
-            if flags.is_ready():
-                self._raise_if_out_of_range(flags)
-            else:
-                self._pending.append(flags)
+        ready: list[jax.Array] = []
+        with self._lock:
+            pending, self._pending = self._pending, []
+            for flags in pending:
+                (ready if flags.is_ready() else self._pending).append(flags)
+        for flags in ready:
+            self._raise_if_out_of_range(flags)
 
     def _raise_if_out_of_range(self, flags: jax.Array) -> None:
         fits = np.asarray(flags)
