@@ -266,6 +266,34 @@ def test_a_divergence_names_inputs_that_had_no_reference_value():
     assert "inputs computed by jaxport without a reference value" in str(report)
 
 
+def test_a_lowering_that_raises_without_a_reference_value_is_a_divergence():
+    """A node jaxport adds has no reference value: a lowering raising there is reported as the
+    first divergence (the walk cannot go past it), not raised out of verify."""
+
+    def broken(self, src, dim, index):
+        raise RuntimeError("broken write-back")
+
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(7))
+    with jaxport.lowerings({"aten::select_scatter": broken}):
+        report = jaxport.verify(WritesThroughAView(), (x,), localize=True)
+    first = report.first_divergence
+    assert not report.passed and report.diverging == 1
+    assert first.op == "aten.select_scatter.default" and first.value == "fill__into_mul"
+    assert "broken write-back" in first.problem and "the walk ends here" in first.problem
+    assert "broken write-back" in report.propagation_error
+    assert "select_scatter" in str(report)
+
+
+def test_a_lowering_that_raises_on_a_compared_node_is_a_divergence():
+    def broken(self):
+        raise RuntimeError("broken tanh")
+
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(7))
+    with jaxport.lowerings({"aten::tanh": broken}):
+        report = jaxport.verify(WritesThroughAView(), (x,), localize=True)
+    assert report.first_divergence.op == "aten.tanh.default" and "broken tanh" in report.first_divergence.problem
+
+
 # -- ONNX ---------------------------------------------------------------------------------------
 
 

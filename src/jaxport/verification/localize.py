@@ -95,6 +95,8 @@ def _walk_nodes(model: JaxModel, inputs: list, reference: Reference, label: str,
     walk = _Walk(model, inputs, reference, options, report)
     for index, node in enumerate(model.program.nodes):
         walk.step(index, node)
+        if walk.stopped:
+            break
     expected = reference.outputs()
     if walk.own is not None:
         report.outputs = compare_outputs(walk.own_outputs(), expected, output_names, options.rtol,
@@ -122,6 +124,8 @@ class _Walk:
         self.remaining = _readers(program)
         self.kept = {o.name for o in program.outputs if isinstance(o, Ref)}
         self.intermediates = 0
+        #: a node without a reference value failed: the walk cannot go past it
+        self.stopped = False
 
     def step(self, index: int, node: Node) -> None:
         run = _node_runner(self.program, node)
@@ -132,7 +136,13 @@ class _Walk:
                 self.report.propagation_error, self.own = one_line(e, 500), None
         if not self.reference.has(node):
             self.report.without_reference += 1
-            computed = run(self.fed)
+            try:
+                computed = run(self.fed)
+            except JaxportError as e:
+                # Nothing stands in for its results: later nodes would have no inputs.
+                self._record(_failed(index, node, e, {}, self.fed, walk_ends=True), node)
+                self.stopped = True
+                return
             self.fed.update(computed)
             self.unreferenced.update(computed)
         else:
@@ -154,15 +164,18 @@ class _Walk:
             except JaxportError as e:
                 problem = _failed(index, node, e, expected, self.fed)
             if problem is not None:
-                unreferenced = tuple(n for n in _reads(node) if n in self.unreferenced)
-                self.report.diverging += 1
-                if len(self.report.divergences) < DESCRIBED_DIVERGENCES:
-                    self.report.divergences.append(dataclasses.replace(problem, unreferenced_inputs=unreferenced))
+                self._record(problem, node)
         self.fed.update({name: _fed_value(value, computed.get(name)) for name, value in expected.items()})
         self.unreferenced.difference_update(expected)
         extra = {name: value for name, value in computed.items() if name not in expected}
         self.fed.update(extra)
         self.unreferenced.update(extra)
+
+    def _record(self, problem: Divergence, node: Node) -> None:
+        unreferenced = tuple(n for n in _reads(node) if n in self.unreferenced)
+        self.report.diverging += 1
+        if len(self.report.divergences) < DESCRIBED_DIVERGENCES:
+            self.report.divergences.append(dataclasses.replace(problem, unreferenced_inputs=unreferenced))
 
     def _drop(self, node: Node) -> None:
         """Forget the values no later node reads (the own side keeps the program's outputs)."""
@@ -266,10 +279,13 @@ def _diverges(index: int, node: Node, computed: dict, expected: dict, fed: Mappi
     return None
 
 
-def _failed(index: int, node: Node, error: JaxportError, expected: dict, fed: Mapping[str, Any]) -> Divergence:
-    """A divergence for a lowering that fails on the reference's inputs."""
-    name, reference = next(iter(expected.items()))
-    return _divergence(index, node, name, f"the lowering fails on the reference's inputs: {one_line(error, 500)}",
+def _failed(index: int, node: Node, error: JaxportError, expected: dict, fed: Mapping[str, Any],
+            walk_ends: bool = False) -> Divergence:
+    """A divergence for a lowering that fails on the reference's inputs (for a node without a
+    reference value, which the walk cannot go past, `walk_ends`)."""
+    name, reference = next(iter(expected.items())) if expected else (_writes(node)[0], None)
+    ends = " (it has no reference value to go on with: the walk ends here)" if walk_ends else ""
+    return _divergence(index, node, name, f"the lowering fails on the reference's inputs: {one_line(error, 500)}{ends}",
                        math.nan, math.nan, (0.0, 0.0), fed, None, reference)
 
 
