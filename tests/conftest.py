@@ -6,11 +6,16 @@ import glob
 import gzip
 import json
 import os
+import tempfile
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+# JAX's compilation cache (which importing jaxport turns on) in a directory of this run's own,
+# not the user's ~/.cache: the suite does not depend on what an earlier run left there.
+os.environ.setdefault("JAXPORT_CACHE_DIR", tempfile.mkdtemp(prefix="jaxport-test-xla-"))
 
 
 def pytest_addoption(parser):

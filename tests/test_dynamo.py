@@ -73,6 +73,35 @@ MODELS = {"cnn": zoo.cnn, "resnet": zoo.resnet, "gpt2": zoo.gpt2, "llama": zoo.l
           "minilm": zoo.minilm, "bert_classifier": bert_classifier}
 
 
+def _outputs(output) -> list[torch.Tensor]:
+    """Every tensor a model returns (a ModelOutput's fields, nested tuples and dicts)."""
+    if hasattr(output, "to_tuple"):
+        output = output.to_tuple()
+    return [t for t in torch.utils._pytree.tree_leaves(output) if isinstance(t, torch.Tensor)]
+
+
+def _assert_outputs_match(actual, expected) -> None:
+    actual, expected = _outputs(actual), _outputs(expected)
+    assert len(actual) == len(expected) > 0
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5, msg=lambda m, i=i: f"output {i}: {m}")
+
+
+#: The test zoo and a classifier, each as users run it: inference under torch.no_grad().
+INFERENCE = {**{name: build for name, build in zoo.MODELS.items()}, "bert_classifier": bert_classifier}
+
+
+@pytest.mark.parametrize("name", sorted(INFERENCE))
+def test_inference_without_gradients_matches_eager_in_every_output(name):
+    model, args, kwargs = INFERENCE[name]()
+    compiled = torch.compile(model, backend="jaxport")
+    with torch.no_grad():
+        expected = model(*args, **kwargs)
+        for _ in range(2):  # the compiling call, then one that runs what was compiled
+            _assert_outputs_match(compiled(*args, **kwargs), expected)
+    assert dynamo.counters["graphs"] >= 1 and dynamo.counters["fallbacks"] == 0
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_forward_and_backward_match_eager(name):
     model, args, kwargs = MODELS[name]()
@@ -80,8 +109,9 @@ def test_forward_and_backward_match_eager(name):
         model.train()  # BatchNorm on batch statistics, running statistics updated
     reference = copy.deepcopy(model)
     compiled = torch.compile(model, backend="jaxport")
-    output, expected = _first_tensor(compiled(*args, **kwargs)), _first_tensor(reference(*args, **kwargs))
-    torch.testing.assert_close(output, expected, rtol=1e-4, atol=1e-5)
+    outputs, references = compiled(*args, **kwargs), reference(*args, **kwargs)
+    _assert_outputs_match(outputs, references)
+    output, expected = _first_tensor(outputs), _first_tensor(references)
     _loss(output).backward()
     _loss(expected).backward()
     _assert_gradients_match(model, reference)
