@@ -24,6 +24,11 @@ sanitized identifier, an ASCII-escaped string literal or comment text reduced to
 printable ASCII without quotes or backslashes, so a hostile model cannot inject
 code.
 
+`emit` writes model.py, the weights and a `manifest.json` (each file's size and sha256) into a
+staging directory that takes the place of an earlier output in one step (`jaxport.files`), so a
+reader never finds a half-written model; `jaxport.files.check_directory(out_dir)` checks the files
+against the manifest.
+
 `safetensors` is imported where the weights are written: it is an optional dependency.
 """
 
@@ -48,6 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import JaxportError, OpUse, UnsupportedOpsError
+from ..files import MANIFEST, write_directory
 from ..ir import Node, Program, Ref, Subgraph, TensorSpec, interpret, references
 from ..ops import registry
 from ._sources import NotCopyable, OpLibrary
@@ -80,13 +86,17 @@ class Emitted:
     ops: int
     #: Whether `ruff format` (ruff's default style) formatted model.py; ruff is optional.
     formatted: bool
+    #: Each file's size and sha256, written last (`jaxport.files.check_directory` reads it).
+    manifest: Path | None = None
 
 
 def emit(model: JaxModel, out_dir: str | Path, *, force: bool = False) -> Emitted:
     """Write `model` (a `JaxModel` from `from_torch` or `from_onnx`) as `out_dir/model.py`
     plus its weights (`weights.safetensors`, and `constants.safetensors` for large
-    constants). Refuses an existing, non-empty `out_dir` unless `force`; checks every op
-    before writing anything."""
+    constants) and `manifest.json`. Refuses an existing, non-empty `out_dir` unless `force`;
+    checks every op before writing anything. The files replace an earlier output as a whole
+    (other files in `out_dir` are kept): a kill or a full disk part way leaves what was there; a
+    failed write is a `jaxport.files.WriteError` (an `OSError`)."""
     model._require_weights()  # the generated module is written with its weights
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
@@ -97,22 +107,23 @@ def emit(model: JaxModel, out_dir: str | Path, *, force: bool = False) -> Emitte
     seconds = time.perf_counter() - start
     from safetensors.numpy import save_file
 
-    out.mkdir(parents=True, exist_ok=True)
-    module = out / MODULE_FILE
-    module.write_text(source)
-    formatted = _ruff_format(module)
-    if formatted:
-        module.write_text(_number_sections(module.read_text()))
-    weights = out / WEIGHTS_FILE
-    save_file({name: np.asarray(value) for name, value in model.params.items()}, str(weights))
-    constants_path = None
+    written: dict[str, Any] = {}
+
+    def write_module(path: str) -> None:
+        module = Path(path)
+        module.write_text(source)
+        written["formatted"] = _ruff_format(module)
+        if written["formatted"]:
+            module.write_text(_number_sections(module.read_text()))
+        written["lines"] = module.read_text().count("\n")
+
+    params = {name: np.asarray(value) for name, value in model.params.items()}
+    files = {MODULE_FILE: write_module, WEIGHTS_FILE: lambda path: save_file(params, path)}
     if constants:
-        constants_path = out / CONSTANTS_FILE
-        save_file(constants, str(constants_path))
-    elif (out / CONSTANTS_FILE).exists():
-        (out / CONSTANTS_FILE).unlink()
-    lines = module.read_text().count("\n")
-    return Emitted(module, weights, constants_path, seconds, lines, len(model.program.nodes), formatted)
+        files[CONSTANTS_FILE] = lambda path: save_file(constants, path)
+    write_directory(out, files, kind="emitted model", owned=[CONSTANTS_FILE])
+    return Emitted(out / MODULE_FILE, out / WEIGHTS_FILE, out / CONSTANTS_FILE if constants else None, seconds,
+                   written["lines"], len(model.program.nodes), written["formatted"], out / MANIFEST)
 
 
 def _ruff_format(path: Path) -> bool:

@@ -13,6 +13,12 @@ size (and sequence length) the torch model did.
                         and its input/output pytrees
   weights.safetensors   `params` by state_dict name (tied weights once, under the first name)
   signature.json        input names/shapes/dtypes in call order, output names, output structure
+  manifest.json         each file's size and sha256, written last (`jaxport.files`)
+
+The three files take the place of an earlier export in `directory` together, in one step, so a
+reader never sees a half-written file or a mix of two exports. `load_exported` checks them against
+the manifest before reading them; exports from before the manifest (jaxport 0.2.0) load
+unchecked, with a `jaxport.files.UnverifiedFilesWarning`.
 
 The artifact needs only JAX, NumPy and safetensors: no torch, no jaxport. To run it anywhere::
 
@@ -49,6 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import InputError, SerializationError, one_line
+from ..files import check_directory, write_directory
 from ..ir import flatten_by_name, interpret
 from ..ops import _native
 from .inputs import as_jax
@@ -142,14 +149,14 @@ class ExportedModel:
     __call__ = call
 
     def save(self, directory: str | os.PathLike) -> Path:
-        """Write model.jaxexport, weights.safetensors and signature.json into `directory`
-        (created if missing; those three files are replaced). Returns the directory."""
+        """Write model.jaxexport, weights.safetensors, signature.json and their manifest into
+        `directory` (created if missing; an export there is replaced as a whole, other files are
+        kept). A kill or a full disk part way leaves the previous export as it was; a failed write
+        is a `jaxport.files.WriteError` (an `OSError`). Returns the directory."""
         from safetensors.numpy import save_file
 
         out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / EXPORT_FILE).write_bytes(bytes(self.exported.serialize()))
-        save_file({k: np.asarray(v) for k, v in self.params.items()}, str(out / WEIGHTS_FILE))
+        params = {k: np.asarray(v) for k, v in self.params.items()}
         signature = {
             "format": _FORMAT,
             "name": self.name,
@@ -161,7 +168,11 @@ class ExportedModel:
             "outputs": list(self.output_names),
             "output_tree": self.output_tree,
         }
-        (out / SIGNATURE_FILE).write_text(json.dumps(signature, indent=1) + "\n")
+        write_directory(out, {
+            EXPORT_FILE: bytes(self.exported.serialize()),
+            WEIGHTS_FILE: lambda path: save_file(params, path),
+            SIGNATURE_FILE: (json.dumps(signature, indent=1) + "\n").encode(),
+        }, kind="export")
         return out
 
     def __repr__(self) -> str:
@@ -174,8 +185,10 @@ def load_exported(directory: str | os.PathLike) -> ExportedModel:
     """Load what `ExportedModel.save` wrote. Inputs go flat, by position or input name; outputs
     come back in the recorded structure. (The artifact itself needs no jaxport: see the module
     docstring for the few lines that run it with JAX and safetensors alone.) A missing, truncated
-    or corrupt part is one `SerializationError` naming the file."""
+    or corrupt part is one `SerializationError` naming the file: each is checked against the
+    export's manifest first, then read and checked for what it holds."""
     d = Path(directory)
+    check_directory(d, (EXPORT_FILE, WEIGHTS_FILE, SIGNATURE_FILE), kind="export", error=SerializationError)
     missing = [f for f in (EXPORT_FILE, WEIGHTS_FILE, SIGNATURE_FILE) if not (d / f).is_file()]
     if missing:
         raise SerializationError(f"{d} holds no exported model: missing {', '.join(missing)} "

@@ -5,6 +5,14 @@ A checkpoint is a directory:
                          `safetensors.torch.load_file`)
   optimizer.safetensors  the optax state's arrays, keyed by their path in its pytree
   state.json             step, the RNG key's data, and the names above, to check a restore
+  manifest.json          each file's size and sha256, written last (`jaxport.files`)
+
+The files are written into a staging directory and the whole set takes the place of the previous
+checkpoint in one step, so a reader (or a run restarted after a kill mid-save) finds the previous
+checkpoint or the new one, never a mix or a half-written file; a full disk is one error and keeps
+the previous checkpoint. `load_checkpoint` checks every file against the manifest first: a
+missing, truncated or altered file is one `InputError` naming it. Checkpoints from before the
+manifest (jaxport 0.2.0) still load, unchecked, with a `jaxport.files.UnverifiedFilesWarning`.
 
 The optax state's structure is not stored: `load_checkpoint(path, like)` takes a
 state of the same structure (e.g. `step.init()`) and fills it, placing every array
@@ -26,6 +34,7 @@ from jax.experimental import multihost_utils
 from ..backends.serialization import read_safetensors
 from ..dlpack import to_torch
 from ..errors import InputError
+from ..files import check_directory, write_directory
 from .state import TrainState
 
 _WEIGHTS = "weights.safetensors"
@@ -47,7 +56,9 @@ def _optimizer_arrays(opt_state) -> dict[str, np.ndarray]:
 
 
 def save_checkpoint(directory: str | os.PathLike, state: TrainState) -> None:
-    """Write `state` to `directory` (created if needed; files in it are replaced).
+    """Write `state` to `directory` (created if needed), replacing a checkpoint there as a whole:
+    a kill or a full disk part way leaves the previous checkpoint as it was. Other files in
+    `directory` are kept. A failed write is a `jaxport.files.WriteError` (an `OSError`).
 
     In a multi-process run every process must call this (sharded arrays are gathered
     collectively); only process 0 writes.
@@ -68,11 +79,11 @@ def save_checkpoint(directory: str | os.PathLike, state: TrainState) -> None:
     }
     if jax.process_index() != 0:
         return
-    os.makedirs(directory, exist_ok=True)
-    save_file(weights, os.path.join(directory, _WEIGHTS))
-    save_file(optimizer, os.path.join(directory, _OPTIMIZER))
-    with open(os.path.join(directory, _STATE), "w") as f:
-        json.dump(meta, f, indent=1)
+    write_directory(directory, {
+        _WEIGHTS: lambda path: save_file(weights, path),
+        _OPTIMIZER: lambda path: save_file(optimizer, path),
+        _STATE: json.dumps(meta, indent=1).encode(),
+    }, kind="checkpoint")
 
 
 def _placed(value: np.ndarray, like, what: str):
@@ -110,7 +121,9 @@ def _read_meta(path: str) -> dict:
 
 
 def load_checkpoint(directory: str | os.PathLike, like: TrainState) -> TrainState:
-    """The state saved in `directory`, in the structure and placement of `like`."""
+    """The state saved in `directory`, in the structure and placement of `like`. Every file is
+    checked against the checkpoint's manifest before it is read (see the module docstring)."""
+    check_directory(directory, (_STATE, _WEIGHTS, _OPTIMIZER), kind="checkpoint", error=InputError)
     path = os.path.join(directory, _STATE)
     if not os.path.exists(path):
         raise InputError(f"{directory} is not a jaxport checkpoint (no {_STATE})")
