@@ -29,7 +29,7 @@ import functools
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +50,8 @@ from ..precision import precision_policy
 from .beam import Beams, beam_search
 from .sampling import Sampling, process_scores
 from .step import CausalLMStep
+from .streaming import POLL_SECONDS, Stream
+from .streaming import emit as emit_to_host
 
 #: `GenerationConfig` fields `generate` honours (beam search aside, every processor of
 #: transformers' `generate` for a decoder-only model that these fields switch on).
@@ -72,6 +74,16 @@ _INERT = frozenset({
     "assistant_early_exit", "assistant_lookbehind", "assistant_ensemble_weight", "target_lookbehind",
     "prompt_lookup_num_tokens", "max_matching_ngram_size",
 })
+#: `generate`'s own keyword arguments that are `GenerationConfig` fields (None: not set).
+_KEYWORDS = ("max_new_tokens", "do_sample", "temperature", "top_k", "top_p", "eos_token_id", "pad_token_id")
+
+
+class _Call(NamedTuple):
+    """A checked `generate` call, ready to run: `run(*args, stream id)` gives `(new tokens, steps)`."""
+
+    run: Callable
+    args: tuple
+    prompts: jax.Array
 
 
 def _positions(mask: jax.Array) -> jax.Array:
@@ -86,6 +98,14 @@ class CausalLM:
     positions)` return `(logits [B, T, vocab], cache)`; both are jitted with the cache donated, so
     XLA writes the new keys and values into the arrays passed in. `generate` is Hugging Face's
     `generate` as one jitted function. Built by `jaxport.from_causal_lm`.
+
+    Threads: `generate` and `stream` may be called from any number of threads at once, streaming
+    or not; each call gives what it gives alone (its streamer gets its own tokens only). Refused
+    with an `InputError` rather than computed wrong: one streamer object following two running
+    calls, and a cache that an earlier `prefill`/`decode` donated (use the cache it returned; a
+    cache is one thread's: two threads decoding into the same cache race for it, and the loser
+    gets that error, or JAX's "donated"/"deleted" one). `load_weights` while generating is not
+    synchronized: a call reads `params` once, as it starts.
 
     A model with recurrent layers, or whose code branches on whether its cache is empty, has a
     second program (`split`), `decoder`, for one token after a prompt; its prefill starts from an
@@ -121,8 +141,7 @@ class CausalLM:
         self._jitted_prefill = jax.jit(self.prefill_step, donate_argnums=1)
         self._jitted_decode = jax.jit(self.decode_step, donate_argnums=1)
         self._generators: dict = {}
-        self._streamer: Any = None  # the streamer of the generate call running, for `_emit`
-        self._streaming_lock = threading.Lock()
+        self._generators_lock = threading.Lock()
 
     @property
     def missing_weights(self) -> tuple[str, ...]:
@@ -179,6 +198,9 @@ class CausalLM:
         clamp the write into the last slots, overwriting tokens."""
         length = cache["length"]
         if not isinstance(length, jax.core.Tracer):
+            if any(getattr(leaf, "is_deleted", lambda: False)() for leaf in jax.tree.leaves(cache)):
+                raise InputError(f"{self.name}: this cache was donated to an earlier prefill/decode; pass the "
+                                 "cache that call returned (a cache serves one sequence of calls, in one thread)")
             if int(length) + count > self.max_length:
                 raise InputError(f"{self.name}: {count} more tokens after {int(length)} need {int(length) + count} "
                                  f"cache slots; max_length is {self.max_length}")
@@ -296,7 +318,9 @@ class CausalLM:
         or sampled, with transformers' processors: `repetition_penalty`, `no_repeat_ngram_size`,
         `bad_words_ids`, `sequence_bias`, `min_length`, `min_new_tokens`, `suppress_tokens`,
         `begin_suppress_tokens`, `forced_bos_token_id`, `forced_eos_token_id`,
-        `remove_invalid_values`, then `temperature`, `top_k`, `top_p`, `min_p` when sampling;
+        `remove_invalid_values`, then `temperature`, `top_k`, `top_p`, `min_p` when sampling,
+        and `renormalize_logits` last (a log-softmax of the processed scores, which changes
+        what beam search adds up);
         beam search (`num_beams`, `length_penalty`, `early_stopping`; `generation.beam`, one
         row of the cache per beam, so prompts x num_beams <= max_batch);
         `num_return_sequences` rows per prompt (sampling or beams); one or several `eos_token_id`. A field
@@ -307,12 +331,38 @@ class CausalLM:
 
         `streamer`: an object with transformers' streamer methods (`put`, `end`: `TextStreamer`,
         `TextIteratorStreamer`, ...), given the prompt, then each step's new tokens `[B]` as NumPy
-        arrays while the jitted loop runs (an ordered host callback per step), then `end()`; see
-        also `stream`. Not with beam search, as in transformers.
+        arrays while the jitted loop runs (an ordered host callback per step, whose answer the
+        loop's condition reads), then `end()`; see also `stream`. Not with beam search, as in
+        transformers. What `put` raises (a `KeyboardInterrupt` too) stops the loop at its next
+        step and is raised here; so is a `KeyboardInterrupt` while waiting for the loop. Without a
+        streamer the loop has no callback and cannot be stopped: a `KeyboardInterrupt` arrives
+        when it has finished. Either way the model is left as it was.
         """
         named = {"max_new_tokens": max_new_tokens, "do_sample": do_sample, "temperature": temperature,
                  "top_k": top_k, "top_p": top_p, "eos_token_id": eos_token_id, "pad_token_id": pad_token_id}
-        config = self._resolve(generation_config, {**{k: v for k, v in named.items() if v is not None}, **settings})
+        call = self._prepare(input_ids, attention_mask, generation_config, {**named, **settings}, rng=rng,
+                             params=params, streaming=streamer is not None)
+        if streamer is None:
+            tokens, steps = call.run(*call.args, np.int32(0))
+        else:
+            stream = Stream(self.name, streamer)
+            try:
+                stream.register()  # refuses a streamer another running call follows
+                streamer.put(np.asarray(call.prompts))
+                stream.start(call.run, call.args)
+                tokens, steps = stream.result()
+            except BaseException:  # a KeyboardInterrupt while waiting too: the loop stops at its next step
+                stream.stop()
+                raise
+            streamer.end()
+        return jnp.concatenate([call.prompts, tokens[:, : int(steps)]], axis=1)
+
+    def _prepare(self, input_ids, attention_mask, generation_config, settings: dict, *, rng, params,
+                 streaming: bool) -> _Call:
+        """Everything `generate` checks and resolves before it runs, in the caller's thread: the
+        settings, the inputs, the jitted loop for them and its arguments."""
+        settings = {k: v for k, v in settings.items() if not (k in _KEYWORDS and v is None)}
+        config = self._resolve(generation_config, settings)
         ids = _token_array(input_ids, "input_ids")
         if ids.ndim != 2 or ids.shape[1] == 0:
             raise InputError(f"{self.name}: input_ids should be [batch, prompt length], got shape {tuple(ids.shape)}")
@@ -337,68 +387,52 @@ class CausalLM:
                 ids, mask = (jnp.repeat(x, beams.num_return_sequences, axis=0) for x in (ids, mask))
             self._check_batch(ids.shape[0])
             prompts = ids
-        if streamer is not None and beams.num_beams > 1:
+        if streaming and beams.num_beams > 1:
             raise InputError(f"{self.name}: a streamer cannot follow beam search (num_beams={beams.num_beams}), "
                              "as in transformers")
         key = jax.random.key(0) if rng is None else rng
         self.prefill_program(ids.shape[1])  # exported outside the jitted loop, where it must be
-        run = self._generator(sampling, beams, eos, pad, new, streaming=streamer is not None)
+        run = self._generator(sampling, beams, eos, pad, new, streaming=streaming)
         if params is None:
             if self.missing_weights:
                 raise InputError(f"{self.name} has no values for {len(self.missing_weights)} weight(s) "
                                  f"('{self.missing_weights[0]}', ...): it was converted on the meta device. "
                                  "Give it weights with load_weights(model or state_dict), or pass params=")
             params = self.params
-        args = (params, ids, mask, key)
-        tokens, steps = run(*args) if streamer is None else self._streamed(run, streamer, prompts, args)
-        return jnp.concatenate([prompts, tokens[:, : int(steps)]], axis=1)
+        return _Call(run, (params, ids, mask, key), prompts)
 
-    def _streamed(self, run, streamer, prompts, args) -> tuple[jax.Array, int]:
-        """`run(*args)` with `streamer` given the prompts, each step's tokens (`_emit`), then end()."""
-        with self._streaming_lock:  # one streaming call at a time: `_emit` reads its streamer
-            self._streamer = streamer
-            try:
-                streamer.put(np.asarray(prompts))
-                tokens, steps = run(*args)
-                steps = int(steps)  # waits for the loop, and so for every token it streams
-                streamer.end()
-            finally:
-                self._streamer = None
-        return tokens, steps
-
-    def stream(self, input_ids, attention_mask=None, **settings) -> Iterator[np.ndarray]:
+    def stream(self, input_ids, attention_mask=None, *, rng: jax.Array | None = None, params=None,
+               generation_config: Any = None, **settings) -> Iterator[np.ndarray]:
         """`generate` as a Python generator: yields each step's new tokens `[B]` (NumPy) as the
-        jitted loop makes them, the loop running in a thread; settings as for `generate`."""
-        tokens: queue.Queue = queue.Queue()
-        done = object()
+        jitted loop makes them, the loop running in a thread of its own; settings as for
+        `generate`, checked at the call (errors are raised here, in the caller's thread).
 
-        class QueueStreamer:
-            started = False
+        Closing the generator (`break`, `close()`, an exception in the loop over it, the generator
+        collected, a `KeyboardInterrupt`) stops the loop once the decode step it is in has
+        finished and waits for its thread: nothing of it runs afterwards, and the model is as
+        before. A stream left running at interpreter exit is stopped the same way."""
+        call = self._prepare(input_ids, attention_mask, generation_config, settings, rng=rng, params=params,
+                             streaming=True)
+        return self._stream(call)
 
-            def put(self, value):
-                if self.started:  # the first put is the prompt, as transformers' streamers get it
-                    tokens.put(value)
-                self.started = True
-
-            def end(self):
-                tokens.put(done)
-
-        failure: list[BaseException] = []
-
-        def run():
-            try:
-                self.generate(input_ids, attention_mask, streamer=QueueStreamer(), **settings)
-            except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
-                failure.append(e)
-                tokens.put(done)
-
-        worker = threading.Thread(target=run, daemon=True)
-        worker.start()
-        while (item := tokens.get()) is not done:
-            yield item
-        worker.join()
-        if failure:
-            raise failure[0]
+    def _stream(self, call: _Call) -> Iterator[np.ndarray]:
+        items: queue.SimpleQueue = queue.SimpleQueue()
+        finished = object()
+        stream = Stream(self.name, _Enqueue(items), on_done=lambda: items.put(finished))
+        try:
+            stream.register()
+            stream.start(call.run, call.args)
+            while True:
+                try:
+                    item = items.get(timeout=POLL_SECONDS)  # timed, so that a KeyboardInterrupt arrives
+                except queue.Empty:
+                    continue
+                if item is finished:
+                    break
+                yield item
+        finally:  # closed, collected, interrupted, or finished
+            stream.stop()  # a no-op once the loop has ended
+        stream.check()
 
     def _resolve(self, generation_config, settings: dict) -> Any:
         """The generation config `generate` runs with: the model's, replaced by `generation_config`
@@ -470,31 +504,36 @@ class CausalLM:
             forced_bos_token_id=None if config.forced_bos_token_id is None else int(config.forced_bos_token_id),
             forced_eos_token_id=_token_ids(config.forced_eos_token_id),
             remove_invalid_values=bool(config.remove_invalid_values),
+            renormalize_logits=bool(config.renormalize_logits),
         )
         return sampling, beams, eos, pad, new
 
     def _generator(self, settings: Sampling, beams: Beams, eos: tuple[int, ...], pad: int, new: int,
                    streaming: bool = False):
         key = (settings, beams, eos, pad, new, streaming)
-        if key not in self._generators:
-            if beams.num_beams > 1:
-                def run(params, ids, mask, rng):
-                    sequences, steps = beam_search(
-                        self.prefill_step, self.decode_step, self.init_cache, params, ids, mask, beams=beams,
-                        settings=settings, eos=eos, pad=pad, new=new, positions=_positions)
-                    return sequences[:, ids.shape[1]:], steps
-            else:
-                def run(params, ids, mask, rng):
-                    return self._generate(params, ids, mask, rng, settings, eos, pad, new, streaming)
-            self._generators[key] = jax.jit(run)
-        return self._generators[key]
+        with self._generators_lock:
+            if key not in self._generators:
+                self._generators[key] = jax.jit(self._loop(settings, beams, eos, pad, new, streaming))
+            return self._generators[key]
 
-    def _emit(self, tokens: np.ndarray) -> None:
-        """The host side of streaming: a step's tokens to the streamer of the running `generate`."""
-        if self._streamer is not None:
-            self._streamer.put(tokens)
+    def _loop(self, settings: Sampling, beams: Beams, eos: tuple[int, ...], pad: int, new: int,
+              streaming: bool) -> Callable:
+        """`run(params, ids, mask, rng, stream id) -> (new tokens, steps)`, to be jitted."""
+        if beams.num_beams > 1:
+            def run(params, ids, mask, rng, stream):
+                sequences, steps = beam_search(
+                    self.prefill_step, self.decode_step, self.init_cache, params, ids, mask, beams=beams,
+                    settings=settings, eos=eos, pad=pad, new=new, positions=_positions)
+                return sequences[:, ids.shape[1]:], steps
+        else:
+            def run(params, ids, mask, rng, stream):
+                return self._generate(params, ids, mask, rng, stream, settings, eos, pad, new, streaming)
+        return run
 
-    def _generate(self, params, ids, mask, rng, settings: Sampling, eos, pad, new, streaming=False):
+    def _generate(self, params, ids, mask, rng, stream, settings: Sampling, eos, pad, new, streaming=False):
+        """Greedy or sampled decoding as one `while_loop`. Streaming, each step's tokens go to the
+        host (`streaming.emit`, with the `stream` id), whose answer the loop's condition reads:
+        a cancelled stream's loop ends after the step it is in."""
         batch, prompt = ids.shape
         logits, cache = self.prefill_step(params, self.init_cache(batch), ids, mask)
         last = jnp.max(_positions(mask), axis=-1, keepdims=True)
@@ -512,30 +551,38 @@ class CausalLM:
         def finished(tokens):
             return jnp.isin(tokens, eos_ids) if eos else jnp.zeros(tokens.shape, bool)
 
-        def emit(token):
-            if streaming:
-                io_callback(self._emit, None, token, ordered=True)
+        def emit(token):  # whether the loop goes on
+            if not streaming:
+                return jnp.asarray(True)
+            return io_callback(emit_to_host, jax.ShapeDtypeStruct((), jnp.bool_), stream, token, ordered=True)
 
         first = pick(logits[:, -1], 0, sequence)
-        emit(first)
+        go = emit(first)
         sequence = sequence.at[:, prompt].set(first)
 
         def cond(state):
-            step, _, done, _, _ = state
-            return (step < new) & ~jnp.all(done)
+            step, _, done, _, _, go = state
+            return (step < new) & ~jnp.all(done) & go
 
         def body(state):
-            step, sequence, done, last, cache = state
+            step, sequence, done, last, cache, _ = state
             previous = lax.dynamic_slice_in_dim(sequence, prompt + step - 1, 1, axis=1)
             logits, cache = self.decode_step(params, cache, previous, last + 1)
             token = jnp.where(done, pad, pick(logits[:, -1], step, sequence))
-            emit(token)
+            go = emit(token)
             sequence = lax.dynamic_update_slice_in_dim(sequence, token[:, None], prompt + step, axis=1)
-            return step + 1, sequence, done | finished(token), last + 1, cache
+            return step + 1, sequence, done | finished(token), last + 1, cache, go
 
-        state = (jnp.asarray(1, jnp.int32), sequence, finished(first), last, cache)
+        state = (jnp.asarray(1, jnp.int32), sequence, finished(first), last, cache, go)
         steps, sequence, *_ = lax.while_loop(cond, body, state)
         return sequence[:, prompt:], steps
+
+
+class _Enqueue:
+    """The streamer `stream` gives its loop: each step's tokens into the generator's queue."""
+
+    def __init__(self, items: queue.SimpleQueue):
+        self.put = items.put
 
 
 def _token_ids(value) -> tuple[int, ...]:

@@ -3,8 +3,9 @@
 `Sampling` holds the settings (hashable: one jitted loop per distinct setting); `process_scores`
 applies transformers' processors in the order its `generate` builds them, over the token buffer
 `[B, S]` of the rows so far (prompts with their left padding, then the new tokens), of which the
-first `length` are written; `process_logits` is the sampling part alone (temperature, top-k,
-top-p, min-p). All of it is plain `jax.numpy` and runs inside the jitted decode loop.
+first `length` are written, and last, where `renormalize_logits` asks, transformers'
+`LogitNormalization` (a log-softmax); `process_logits` is the sampling part alone (temperature,
+top-k, top-p, min-p). All of it is plain `jax.numpy` and runs inside the jitted decode loop.
 """
 
 from __future__ import annotations
@@ -40,12 +41,16 @@ class Sampling:
     forced_bos_token_id: int | None = None
     forced_eos_token_id: tuple[int, ...] = ()
     remove_invalid_values: bool = False
+    renormalize_logits: bool = False
 
 
 def process_scores(scores: jax.Array, tokens: jax.Array, length: jax.Array, *, settings: Sampling,
                    eos: tuple[int, ...], prompt_length: int, max_length: int,
                    prompt_start: jax.Array | None = None) -> jax.Array:
-    """Next-token logits `[B, V]` as transformers' processors leave them (float32).
+    """Next-token logits `[B, V]` as transformers' processors leave them (float32), in the order
+    its `_get_logits_processor` builds them: sequence bias, the penalties and n-gram bans, bad
+    words, the length rules, forced tokens, invalid values, suppressed tokens, then when sampling
+    the warpers (`process_logits`), and `LogitNormalization` last.
 
     `tokens [B, S]` holds each row's tokens, the first `length` (a traced scalar) written;
     `prompt_length` is the padded prompt's length (so `length - prompt_length` tokens are new),
@@ -93,6 +98,10 @@ def process_scores(scores: jax.Array, tokens: jax.Array, length: jax.Array, *, s
                            -jnp.inf, scores)
     if s.do_sample:
         scores = process_logits(scores, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p)
+    if s.renormalize_logits:
+        # `LogitNormalization`, which transformers always appends last: what beam search adds up
+        # (and `output_scores` returns) are then log-probabilities again after the processors
+        scores = jax.nn.log_softmax(scores, axis=-1)
     return scores
 
 
