@@ -4,9 +4,14 @@ failures must have (`tests/conformance/expectations.py`).
 Keys are "opinfo_id" (every dtype and every path of test_opinfo.py), "opinfo_id:dtype" (one
 dtype, e.g. "nonzero:torch.bool") or "opinfo_id:dtype:path" (one path, dtype may be "*"); the
 special-values pass (tests/ops/aten/test_special_values.py) reads only its own path, "special".
-A listed case fails the suite when a failure has another cause, or when every sample passes
-(at the full level, which runs them all), so stale entries get removed. Each op family keeps
-all its ops' entries, every path's, in `xfails/<family>.py`; this module merges them.
+Each entry is as narrow as its reason: the samples it names (`where`, "sample 1"), the operand
+values it names (`values`) and a `detail` pattern. A listed case fails the suite when a failure
+has another cause or lies outside those samples or values, when a sample it names runs and
+passes, or when every sample passes (at the full level, which runs them all);
+`test_opinfo.test_expected_failure_still_fails` runs every entry's named samples at every
+level, and the special-values pass runs every listed op whole, so stale entries get removed.
+Each op family keeps all its ops' entries, every path's, in `xfails/<family>.py`; this module
+merges them.
 """
 
 from tests.conformance.expectations import Expected, merge

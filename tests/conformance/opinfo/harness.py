@@ -263,6 +263,9 @@ class Outcome:
     status: str  # passed | failed | unexportable | unconvertible
     detail: str = ""
     aten_ops: tuple[str, ...] = ()
+    #: For a failed sample run with a `LAYOUTS` layout: its floating operands at every output
+    #: element that differs, one tensor each, the elements along the first axis (`_operands_at`).
+    operands: tuple[torch.Tensor, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -432,6 +435,65 @@ def _as_accurate_as_torch(module, tensors, actual, expected, dtype) -> str:
     return ""
 
 
+#: How a sample's output elements read its operands, so that a failure can name the operand
+#: values at each element that differs (`Outcome.operands`, which entries about values judge):
+#: "elementwise", outputs of the floating operands' broadcast shape, element i read from their
+#: elements i; "rows", operands of shape (rows, n) reduced along the last dim, output element
+#: (i, ...) read from row i.
+LAYOUTS = ("elementwise", "rows")
+
+
+def layout(op) -> str | None:
+    """The `LAYOUTS` entry of an OpInfo op's samples: "elementwise" for OpInfo's unary and binary
+    ufuncs, else None (its failures name no operand values)."""
+    from torch.testing._internal.opinfo.core import BinaryUfuncInfo, UnaryUfuncInfo
+
+    return "elementwise" if isinstance(op, (UnaryUfuncInfo, BinaryUfuncInfo)) else None
+
+
+def differing(got: torch.Tensor, want: torch.Tensor, tolerance: tuple[float, float], signed_zeros=False) -> torch.Tensor:
+    """Where `got` is not `want` (same shape), as `_compare` judges: NaN against a number, another
+    infinity, further apart than `tolerance` (rtol, atol), or with `signed_zeros` zeros of other
+    signs (subnormals counting as zeros); integers and bools exactly."""
+    if not want.is_floating_point():
+        return got != want
+    rtol, atol = tolerance
+    g, w = got.double(), want.double()
+    bad = torch.where(g.isnan() | w.isnan(), g.isnan() != w.isnan(),
+                      torch.where(g.isinf() | w.isinf(), g != w, (g - w).abs() > atol + rtol * w.abs()))
+    if signed_zeros and got.dtype == want.dtype:
+        g, w = flush_subnormals(got), flush_subnormals(want)
+        bad |= (g == 0) & (w == 0) & (g.signbit() != w.signbit())
+    return bad
+
+
+def _operands_at(layout_: str, tensors, actual, expected, tolerance, signed_zeros, skip) -> tuple[torch.Tensor, ...]:
+    """The floating operands among `tensors` at every output element that differs, as `layout_`
+    maps outputs to operands (`LAYOUTS`); empty when it cannot tell (an output of another shape or
+    dtype, or none that differs by value: its own comparison failed, `skip`)."""
+    floats = [t for t in tensors if t.is_floating_point()]
+    mask = None
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        if not isinstance(e, torch.Tensor) or i in skip:
+            continue
+        if not hasattr(a, "shape") or tuple(a.shape) != tuple(e.shape) or not floats:
+            return ()
+        bad = differing(dlpack.to_torch(np.array(a)), e.detach(), tolerance or TOLERANCES.get(e.dtype, (0, 0)),
+                        signed_zeros)
+        if layout_ == "rows":
+            if bad.ndim == 0 or any(t.ndim != 2 or t.shape[0] != bad.shape[0] for t in floats):
+                return ()
+            bad = bad.reshape(bad.shape[0], -1).any(1)
+        elif tuple(bad.shape) != tuple(torch.broadcast_shapes(*(t.shape for t in floats))):
+            return ()
+        mask = bad if mask is None else mask | bad
+    if mask is None or not mask.any():
+        return ()
+    if layout_ == "rows":
+        return tuple(t[mask] for t in floats)
+    return tuple(t.broadcast_to(mask.shape)[mask] for t in floats)
+
+
 def _judge(op, sample, dtype, actual, expected, values: bool, signed_zeros=False) -> str:
     """Why `actual` does not match PyTorch's `expected` (empty if it does), with the harness's
     per-op tolerances and float64 references applied."""
@@ -481,14 +543,26 @@ MODES = ("eager", "jit")
 LEVEL_MODES = {"smoke": ("jit",), "standard": MODES, "wide": MODES, "full": MODES}
 
 
+def _failed(op, sample, dtype, detail, tensors, actual, expected, ops=(), *, layout_=None,
+            signed_zeros=False) -> Outcome:
+    """A failed sample's outcome, naming its operands where they differ when `layout_` is given."""
+    operands = ()
+    if layout_:
+        override = TOLERANCE_OVERRIDES.get((opinfo_id(op), dtype))
+        operands = _operands_at(layout_, tensors, actual, expected, override[0] if override else None,
+                                signed_zeros, _output_checks(op, sample))
+    return Outcome("failed", detail, ops, operands)
+
+
 def run_sample(op, sample, dtype, *, decompose: str = "auto", special_values: bool = False,
-               modes: tuple[str, ...] = MODES) -> Outcome:
+               modes: tuple[str, ...] = MODES, layout: str | None = None) -> Outcome:
     """Export, convert and compare one OpInfo sample, run in each of `modes` ("eager": op by op,
     "jit"); a model that cannot be jitted (value-dependent shapes) always runs op by op too.
 
     `special_values` marks a sample built from NaN, infinities, signed zeros and subnormals:
     zeros then compare by sign, and PyTorch's reference sees subnormals as XLA:CPU does
-    (`SUBNORMALS_AS_ZERO`).
+    (`SUBNORMALS_AS_ZERO`). With a `layout` (`LAYOUTS`), a failed sample's outcome names the
+    operand values at the elements that differ.
     """
     module, tensors = _sample_module(op, sample)
     try:
@@ -536,7 +610,8 @@ def run_sample(op, sample, dtype, *, decompose: str = "auto", special_values: bo
             return Outcome("failed", f"{mode}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}", ops)
         why = _judge(op, sample, dtype, actual, expected, values, signed_zeros=special_values)
         if why:
-            return Outcome("failed", f"{mode}: {why}", ops)
+            return _failed(op, sample, dtype, f"{mode}: {why}", tensors, actual, expected, ops, layout_=layout,
+                           signed_zeros=special_values)
     return Outcome("passed", "", ops)
 
 
@@ -646,11 +721,12 @@ def _eager_draws_random(fn, cloned, variant: str) -> bool:
     return any(not np.array_equal(a, b, equal_nan=True) for seed in range(1, 8) for a, b in zip(first, run(seed)))
 
 
-def run_sample_eager(op, sample, dtype, *, variant: str = "op") -> Outcome:
+def run_sample_eager(op, sample, dtype, *, variant: str = "op", layout: str | None = None) -> Outcome:
     """Run one OpInfo sample on `device="jax"` through the eager frontend and compare.
 
     `variant` is "op" (the function), "inplace" (`op_`, compared through the mutated input)
-    or "out" (the `out=` form, given an empty output to resize and fill).
+    or "out" (the `out=` form, given an empty output to resize and fill); `layout` as for
+    `run_sample`.
     """
     fn = op.op if variant != "inplace" else op.inplace_variant
     if fn is None:
@@ -680,6 +756,10 @@ def run_sample_eager(op, sample, dtype, *, variant: str = "op") -> Outcome:
             return Outcome("failed", f"eager: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
         actual, why = _eager_outputs(out)
         values = op.name not in UNCHECKED_VALUES and not (drawn and _eager_draws_random(fn, cloned, variant))
-    if not why:
-        why = _judge(op, sample, dtype, actual, expected, values)
-    return Outcome("failed", f"eager {variant}: {why}") if why else Outcome("passed")
+    if why:
+        return Outcome("failed", f"eager {variant}: {why}")
+    why = _judge(op, sample, dtype, actual, expected, values)
+    if why:
+        tensors = [t for t in pytree.tree_leaves(cloned) if isinstance(t, torch.Tensor)]
+        return _failed(op, sample, dtype, f"eager {variant}: {why}", tensors, actual, expected, layout_=layout)
+    return Outcome("passed")

@@ -55,12 +55,12 @@ def main() -> None:
                 samples = samples[: opts.samples]
             key, expected = expected_failure(name, str(dtype), opts.path) or (None, None)
             for i, sample in enumerate(samples):
-                outcome = harness.run_sample(op, sample, dtype, decompose=opts.path)
+                outcome = harness.run_sample(op, sample, dtype, decompose=opts.path, layout=harness.layout(op))
                 counts[outcome.status] += 1
                 if outcome.status != "passed":
                     line = f"    [{i}] {outcome.status}: {outcome.detail}"
                     if expected and outcome.status in ("failed", "unconvertible"):
-                        explained = expected.explains(Failure(outcome.kind, outcome.detail))
+                        explained = expected.explains(Failure(outcome.kind, outcome.detail, f"sample {i}", outcome.operands))
                         line += " [expected]" if explained else f" [{outcome.kind}: not the stated cause]"
                     details.append(line)
             total.update(counts)

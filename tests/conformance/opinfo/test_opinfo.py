@@ -13,6 +13,12 @@ opinfo-report` runs a level and regenerates docs/opinfo.md from its results.
 The reference paths run the extremal samples of OpInfo's `reference_inputs`
 (NaN, infinities, very large and small values; `harness.reference_samples`)
 that `sample_inputs` lacks, through the graph and the eager frontend.
+
+A listed case (`expected_failures.py`) xfails when every failure has its entry's cause, including
+the samples and operand values the entry names. `test_expected_failure_still_fails` runs, at every
+level, the samples each entry names (sample 0 where it names none), op by op and jitted, and
+requires each to fail as stated, so an entry that goes stale fails `make test` (about 40 s on two
+cores); a level that runs a named sample in every mode requires it to fail too.
 """
 
 from __future__ import annotations
@@ -23,9 +29,9 @@ import zlib
 import pytest
 import torch
 
-from tests.conformance.expectations import Failure, judge
+from tests.conformance.expectations import Expected, Failure, Values, judge
 from tests.conformance.opinfo import harness
-from tests.conformance.opinfo.expected_failures import expected_failure
+from tests.conformance.opinfo.expected_failures import EXPECTED_FAILURES, SPECIAL, expected_failure
 from tests.conftest import OPINFO_RESULTS
 
 #: The eager frontend runs each sample as the function, its in-place variant and its out= form.
@@ -130,20 +136,113 @@ def test_opinfo(opinfo_case, request):
             pytest.skip("reference_inputs holds no extremal sample for this dtype")
     else:
         cases = harness.samples(op, dtype)[:limit]
-    failures = []
+    key, expected = expected_failure(harness.opinfo_id(op), str(dtype), path) or (None, None)
+    modes = harness.LEVEL_MODES[level]
+    failures, ran = [], []
     for i, sample in enumerate(cases):
-        if path in EAGER_PATHS:
-            outcome = harness.run_sample_eager(op, sample, dtype, variant=EAGER_PATHS[path])
-        else:
-            outcome = harness.run_sample(op, sample, dtype, decompose="auto" if path == "reference" else path,
-                                         modes=harness.LEVEL_MODES[level])
+        outcome = run_path(op, sample, dtype, path, modes)
+        if outcome.status != "unexportable":
+            ran.append(f"sample {i}")
+        failure = (Failure(outcome.kind, outcome.detail, f"sample {i}", outcome.operands)
+                   if outcome.status in ("failed", "unconvertible") else None)
         OPINFO_RESULTS.record({
             "path": path, "op": harness.opinfo_id(op), "dtype": str(dtype), "sample": i,
             "status": outcome.status, "detail": outcome.detail, "aten": list(outcome.aten_ops),
+            **({"expected": expected.explains(failure)} if failure and expected else {}),
         })
-        if outcome.status in ("failed", "unconvertible"):
-            failures.append(Failure(outcome.kind, outcome.detail, f"sample {i}"))
+        if failure:
+            failures.append(failure)
     OPINFO_RESULTS.done(path, harness.opinfo_id(op), str(dtype))
-    key, expected = expected_failure(harness.opinfo_id(op), str(dtype), path) or (None, None)
-    # Only the full level runs every sample, so only it can tell that a listed case passes.
-    judge(key, expected, failures, complete=level == "full")
+    # Only the full level runs every sample, so only it can tell that a listed case passes (where
+    # any sample ran: an op without an in-place or out= form runs none there); a sample the entry
+    # names must fail wherever it ran in every mode (jitted only, a sample that fails op by op
+    # passes: test_expected_failure_still_fails runs it both ways).
+    every_mode = path in EAGER_PATHS or modes == harness.MODES
+    judge(key, expected, failures, complete=level == "full" and bool(ran), ran=ran if every_mode else ())
+
+
+def run_path(op, sample, dtype, path: str, modes=harness.MODES) -> harness.Outcome:
+    """One sample on one path: the eager frontend's (`EAGER_PATHS`) or the graph's (auto, core;
+    reference through auto), the graph's run in `modes`; a failure names the operand values
+    where it differs for elementwise ops (`harness.layout`)."""
+    layout = harness.layout(op)
+    if path in EAGER_PATHS:
+        return harness.run_sample_eager(op, sample, dtype, variant=EAGER_PATHS[path], layout=layout)
+    return harness.run_sample(op, sample, dtype, decompose="auto" if path == "reference" else path,
+                              modes=modes, layout=layout)
+
+
+def path_samples(op, dtype, path: str) -> list:
+    """Every sample `path` runs `op` in `dtype` with (the full level's)."""
+    if path in REFERENCE_PATHS:
+        return harness.reference_samples(op, dtype, limit=None)
+    return harness.samples(op, dtype)
+
+
+def entry_cases() -> list[tuple[str, object, torch.dtype, str]]:
+    """(key, op, dtype, path) for each OpInfo entry outside the special-values pass (whose test
+    checks its own): the case `test_expected_failure_still_fails` checks it in, its key's dtype
+    and path, where the key names every dtype float32 (else the op's first tested dtype) and where
+    it names every path "auto"."""
+    ops = {harness.opinfo_id(op): op for op in harness.op_db()}
+    cases = []
+    for key in sorted(EXPECTED_FAILURES):
+        opinfo_id, dtype, path = (key.split(":") + ["*", "auto"])[:3]
+        if path == SPECIAL:
+            continue
+        op = ops[opinfo_id]
+        tested = harness.tested_dtypes(op)
+        if dtype == "*":
+            dtype = torch.float32 if torch.float32 in tested else tested[0]
+        else:
+            dtype = next(d for d in tested if str(d) == dtype)
+        cases.append((key, op, dtype, path))
+    return cases
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize(("key", "op", "dtype", "path"), [pytest.param(*case, id=case[0]) for case in entry_cases()])
+def test_expected_failure_still_fails(key, op, dtype, path):
+    """Each OpInfo entry's named samples (sample 0 where it names none), run op by op and jitted
+    at every level, still fail, each with the entry's stated cause: an entry that goes stale, or
+    whose failure changes, fails here and not only at `--opinfo=full`."""
+    entry = EXPECTED_FAILURES[key]
+    places = entry.where or ("sample 0",)
+    cases = path_samples(op, dtype, path)
+    indices = [int(place.removeprefix("sample ")) for place in places]
+    assert max(indices) < len(cases), f"{key} names {places}, but {path} runs {len(cases)} samples of {dtype}"
+    failures = {}
+    for i in indices:
+        outcome = run_path(op, cases[i], dtype, path)
+        if outcome.status in ("failed", "unconvertible"):
+            failures[i] = Failure(outcome.kind, outcome.detail, f"sample {i}", outcome.operands)
+    passing = [f"sample {i}" for i in indices if i not in failures]
+    other = [f for f in failures.values() if not entry.explains(f)]
+    assert not passing, f"{key} ({entry.reason}): {', '.join(passing)} of {dtype} on {path} passes: narrow or remove the entry"
+    assert not other, (f"{key} is expected to fail with {entry.cause}, but on {path} in {dtype}:\n"
+                       + "\n".join(f"  [{f.kind}] {f}" for f in other))
+
+
+def test_entries_explain_only_their_samples_and_values():
+    """`Expected.where` and `Expected.values` narrow what an entry explains, and `judge` fails a
+    listed case on a failure elsewhere and on a named sample that ran and passed."""
+    negative = Values("x < 0", lambda x: x < 0)
+    entry = Expected("reason", fails="mismatch", detail="not close", where=("sample 1",), values=negative)
+    at = torch.tensor([-1.0, -2.0])
+    assert entry.explains(Failure("mismatch", "jit: not close", "sample 1", (at,)))
+    assert not entry.explains(Failure("mismatch", "jit: not close", "sample 2", (at,)))  # another sample
+    assert not entry.explains(Failure("mismatch", "jit: not close", "sample 1", (torch.tensor([-1.0, 3.0]),)))
+    assert not entry.explains(Failure("mismatch", "jit: not close", "sample 1"))  # operands unknown
+    assert not entry.explains(Failure("mismatch", "jit: zeros of the wrong sign", "sample 1", (at,)))
+    assert entry.cause == "mismatch matching /not close/ in sample 1 where x < 0"
+    with pytest.raises(ValueError, match="tuple of places"):
+        Expected("reason", fails="mismatch", where="sample 1")
+
+    explained = Failure("mismatch", "not close", "sample 1", (at,))
+    with pytest.raises(pytest.xfail.Exception):
+        judge("op", entry, [explained], complete=False, ran=["sample 0", "sample 1"])
+    with pytest.raises(pytest.fail.Exception, match="another cause"):
+        judge("op", entry, [explained, Failure("mismatch", "not close", "sample 0", (at,))], complete=False)
+    with pytest.raises(pytest.fail.Exception, match="names sample 1 .* but it passes"):
+        judge("op", entry, [], complete=False, ran=["sample 0", "sample 1"])
+    judge("op", entry, [], complete=False, ran=["sample 0"])  # sample 1 did not run: not stale here

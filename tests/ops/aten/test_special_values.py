@@ -15,15 +15,20 @@ subnormals read as XLA:CPU reads them (`harness.SUBNORMALS_AS_ZERO`).
 
 Expected failures are listed with each op's other entries in its family's
 `tests/conformance/opinfo/xfails/<family>.py` (`"opinfo_id:*:special"`), most under the causes
-in `xfails/reasons.py`. A listed op xfails only when every failing call fails with the entry's
-stated cause (for the sign of zeros, a detail naming zeros of the wrong sign); a failure of
-another kind fails it, as does a listed op whose calls all pass, so stale entries get removed.
+in `xfails/reasons.py`. Each names the operand values its reason is about (`Expected.values`:
+tied zeros, a subnormal operand, ...), and a listed op xfails only when every element that
+differs, in every call, has them and the entry's stated cause (for the sign of zeros, a detail
+naming zeros of the wrong sign); a difference anywhere else fails it. A listed op runs op by op
+and jitted at every level, so one whose calls all pass fails too, even at the smoke level:
+stale entries get removed.
 """
 
 from __future__ import annotations
 
 import math
 
+import jax
+import numpy as np
 import pytest
 import torch
 import torch.utils._pytree as pytree
@@ -34,6 +39,8 @@ from torch.testing._internal.opinfo.core import (
     UnaryUfuncInfo,
 )
 
+import jaxport
+from jaxport import dlpack
 from tests.conformance.expectations import Failure, judge
 from tests.conformance.opinfo import harness
 from tests.conformance.opinfo.expected_failures import SPECIAL, expected_failure
@@ -203,14 +210,93 @@ def _cases():
 def test_special_values(op, dtype, kind, request):
     torch.manual_seed(0)  # the OpInfo samples the calls are taken from
     samples = _elementwise_samples(op, dtype) if kind == "elementwise" else _row_samples(op, dtype)
-    modes = harness.LEVEL_MODES[request.config.getoption("--opinfo")]
-    outcomes = [harness.run_sample(op, sample, dtype, special_values=True, modes=modes)
+    key, expected = expected_failure(harness.opinfo_id(op), str(dtype), SPECIAL) or (None, None)
+    # A listed op runs op by op and jitted at every level, so that its entry is judged whole.
+    modes = harness.MODES if expected else harness.LEVEL_MODES[request.config.getoption("--opinfo")]
+    outcomes = [harness.run_sample(op, sample, dtype, special_values=True, modes=modes, layout=kind)
                 for sample in samples]
     ran = [o for o in outcomes if o.status != "unexportable"]
     if not ran:
         pytest.skip("; ".join(sorted({o.detail for o in outcomes})) or "no samples")
-    failures = [Failure(o.kind, o.detail, f"call {i}") for i, o in enumerate(outcomes)
+    failures = [Failure(o.kind, o.detail, f"call {i}", o.operands) for i, o in enumerate(outcomes)
                 if o.status in ("failed", "unconvertible")]
-    key, expected = expected_failure(harness.opinfo_id(op), str(dtype), SPECIAL) or (None, None)
-    # Jitted only (the smoke level), a listed op that fails op by op passes: not stale.
-    judge(key, expected, failures, complete=modes == harness.MODES)
+    judge(key, expected, failures)
+
+
+#: The values `test_ties_and_nans_as_pytorch` crosses: zeros of both signs, NaN, infinities and
+#: numbers around the bounds its calls use.
+_TIE_VALUES = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -1.0, 0.5, 6.0, 7.0, -2.5]
+
+
+def _crossed(dtype):
+    values = torch.tensor(_TIE_VALUES, dtype=dtype)
+    return values.repeat_interleave(len(values)), values.repeat(len(values))
+
+
+def _tie_rows(dtype):
+    nan = math.nan
+    return torch.tensor([[0.0, -0.0, 0.0, -0.0], [-0.0, 0.0, -0.0, 0.0], [-0.0, -0.0, -0.0, -0.0],
+                         [nan, 1.0, nan, 2.0], [1.0, nan, nan, -0.0], [nan, nan, nan, nan],
+                         [2.0, 1.0, 2.0, 1.0], [-0.0, -1.0, 0.0, -2.0]], dtype=dtype)
+
+
+#: Calls whose zero signs and NaN indices PyTorch gives the same in every CPU loop (its scalar
+#: loop for one element, its vectorized one for many), where jaxport gave IEEE 754's maximum and
+#: minimum (clamp, hardtanh, relu6 with scalar bounds; fmax, fmin), lost -0.0 in JAX's associative
+#: scan and kept the first NaN's index (cummax, cummin), or took the values apart from the indices
+#: (max.dim, min.dim): {name: (inputs(dtype), call)}. PyTorch keeps `x` where it ties with a bound
+#: or the other operand, and the later of tied running extremes (each NaN taking over).
+TIES = {
+    "clamp-min": (lambda d: _crossed(d)[:1], lambda x: torch.clamp(x, min=0.0)),
+    "clamp-max": (lambda d: _crossed(d)[:1], lambda x: torch.clamp(x, max=-0.0)),
+    "clamp-min-above-max": (lambda d: _crossed(d)[:1], lambda x: torch.clamp(x, 3.0, 1.0)),
+    "clamp-nan-bound": (lambda d: _crossed(d)[:1], lambda x: torch.clamp(x, min=math.nan)),
+    "clamp_min": (lambda d: _crossed(d)[:1], lambda x: torch.clamp_min(x, 0.0)),
+    "clamp_max": (lambda d: _crossed(d)[:1], lambda x: torch.clamp_max(x, -0.0)),
+    "hardtanh": (lambda d: _crossed(d)[:1], lambda x: torch.nn.functional.hardtanh(x, 0.0, 6.0)),
+    "hardtanh-min-above-max": (lambda d: _crossed(d)[:1], lambda x: torch.ops.aten.hardtanh(x, 3.0, 1.0)),
+    "relu6": (lambda d: _crossed(d)[:1], torch.nn.functional.relu6),
+    "fmax": (_crossed, torch.fmax),
+    "fmin": (_crossed, torch.fmin),
+    "cummax": (lambda d: (_tie_rows(d),), lambda x: torch.cummax(x, -1)),
+    "cummin": (lambda d: (_tie_rows(d),), lambda x: torch.cummin(x, -1)),
+    "max.dim": (lambda d: (_tie_rows(d),), lambda x: torch.max(x, -1)),
+    "min.dim": (lambda d: (_tie_rows(d),), lambda x: torch.min(x, -1)),
+}
+
+
+class _Call(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def _same(got, want: torch.Tensor) -> bool:
+    """Equal, NaN for NaN, zeros by sign."""
+    got = torch.from_numpy(np.array(got))
+    if not want.is_floating_point():
+        return torch.equal(got, want)
+    return bool((((got == want) | (got.isnan() & want.isnan())) & (got.signbit() == want.signbit())).all())
+
+
+@pytest.mark.usefixtures("x64_strict")
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("name", sorted(TIES))
+def test_ties_and_nans_as_pytorch(name, dtype):
+    """Where PyTorch's kernels give one answer for tied zeros and repeated NaNs in every CPU loop,
+    jaxport gives it, op by op and jitted."""
+    make_inputs, fn = TIES[name]
+    inputs = make_inputs(dtype)
+    want = [t for t in pytree.tree_leaves(fn(*inputs)) if isinstance(t, torch.Tensor)]
+    # one element at a time: PyTorch's scalar loop, which agrees with its vectorized one here
+    rows = [pytree.tree_leaves(fn(*(x[i:i + 1] for x in inputs))) for i in range(len(inputs[0]))]
+    for w, scalar in zip(want, zip(*rows)):
+        assert _same(torch.cat(scalar).numpy(), w), f"PyTorch's loops disagree on {name}: not a defined answer"
+    model = jaxport.from_exported_program(torch.export.export(_Call(fn), inputs))
+    for mode, run in (("op by op", model.apply), ("jitted", jax.jit(model.apply))):
+        got = pytree.tree_leaves(run(model.params, *(dlpack.to_jax(x) for x in inputs)))
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert _same(g, w), f"{name} {mode}, output {i}:\n{np.array(g)}\nPyTorch:\n{w}"

@@ -29,6 +29,15 @@ def _scalar(value, like):
     return jnp.asarray(value, like.dtype)
 
 
+def _between(x, low, high):
+    """PyTorch's clamp with scalar bounds: `x` where it ties with a bound (hardtanh(-0.0, 0.0, 6.0)
+    is -0.0 in every CPU loop, where IEEE maximum gives +0.0), NaN from `x` or a bound, `high`
+    where `low > high`."""
+    floating = jnp.issubdtype(x.dtype, jnp.inexact)
+    x = jnp.where((x < low) | jnp.isnan(low) if floating else x < low, low, x)
+    return jnp.where((x > high) | jnp.isnan(high) if floating else x > high, high, x)
+
+
 def _elu(self, alpha, scale, input_scale):
     x = _compute(self)
     negative = _scalar(alpha * scale, x) * jnp.expm1(x * _scalar(input_scale, x))
@@ -106,8 +115,7 @@ def aten_hardtanh(self, min_val=-1, max_val=1):
     if jnp.issubdtype(self.dtype, jnp.integer):
         min_val, max_val = int(min_val), int(max_val)
     x = _compute(self)
-    # PyTorch's clamp: NaN stays NaN; max_val wins where min_val > max_val.
-    return jnp.minimum(jnp.maximum(x, _scalar(min_val, x)), _scalar(max_val, x)).astype(self.dtype)
+    return _between(x, _scalar(min_val, x), _scalar(max_val, x)).astype(self.dtype)
 
 
 @aten("leaky_relu.default")

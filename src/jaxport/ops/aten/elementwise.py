@@ -312,24 +312,43 @@ def aten_clamp(self, min=None, max=None):
     dtype = result_type(self, min, max)
     out = self.astype(dtype)
     if min is not None:
-        out = jnp.maximum(out, as_array(min, dtype))
+        out = _clamp_below(out, as_array(min, dtype))
     if max is not None:
-        out = jnp.minimum(out, as_array(max, dtype))
+        out = _clamp_above(out, as_array(max, dtype))
     return out
+
+
+def _clamp_above(x, high):
+    """min(x, high) as PyTorch's clamp computes it: `x` where they tie (clamp(0.0, max=-0.0) is
+    0.0; PyTorch's scalar-bound kernels do so in every CPU loop, where IEEE minimum gives -0.0),
+    NaN from either."""
+    above = x > high
+    if jnp.issubdtype(x.dtype, jnp.inexact):
+        above = above | jnp.isnan(high)
+    return jnp.where(above, high, x)
+
+
+def _clamp_below(x, low):
+    """max(x, low) as PyTorch's clamp computes it: `x` where they tie (clamp(-0.0, min=0.0) is
+    -0.0), NaN from either."""
+    below = x < low
+    if jnp.issubdtype(x.dtype, jnp.inexact):
+        below = below | jnp.isnan(low)
+    return jnp.where(below, low, x)
 
 
 @aten("clamp_max.default", "clamp_max.Tensor")
 def aten_clamp_max(self, max):
     """clamp_max(Tensor self, Scalar max) -> Tensor"""
     self, max = promote(self, max)
-    return jnp.minimum(self, max)
+    return _clamp_above(self, max)
 
 
 @aten("clamp_min.default", "clamp_min.Tensor")
 def aten_clamp_min(self, min):
     """clamp_min(Tensor self, Scalar min) -> Tensor"""
     self, min = promote(self, min)
-    return jnp.maximum(self, min)
+    return _clamp_below(self, min)
 
 
 @aten("complex.default")
@@ -401,14 +420,23 @@ def aten_floor_divide(self, other):
 def aten_fmax(self, other):
     """fmax(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(self, other)
-    return jnp.fmax(self, other)
+    # PyTorch's kernel (std::fmax per element, on every CPU) returns `self` where the two tie,
+    # so fmax(-0.0, 0.0) is -0.0 (jnp.fmax gives 0.0); NaN only where both are.
+    keep = self >= other
+    if jnp.issubdtype(self.dtype, jnp.inexact):
+        keep = keep | jnp.isnan(other)
+    return jnp.where(keep, self, other)
 
 
 @aten("fmin.default")
 def aten_fmin(self, other):
     """fmin(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(self, other)
-    return jnp.fmin(self, other)
+    # As fmax: `self` where the two tie (fmin(0.0, -0.0) is 0.0), NaN only where both are.
+    keep = self <= other
+    if jnp.issubdtype(self.dtype, jnp.inexact):
+        keep = keep | jnp.isnan(other)
+    return jnp.where(keep, self, other)
 
 
 @aten("fmod.Tensor", "fmod.Scalar")

@@ -203,21 +203,34 @@ def _any_dtype(self):
     return np.dtype(np.uint8) if self.dtype == np.uint8 else np.dtype(np.bool_)
 
 
+def _at_index(x, index, axis):
+    """(the element of `x` at `index` along `axis`, the index as PyTorch's): min.dim and max.dim
+    return the first extreme element itself, so of tied zeros the first one's sign (jnp.min
+    would give -0.0 for [0.0, -0.0], and op by op and jitted XLA differ)."""
+    index = index.astype(_index_dtype())
+    return jnp.take_along_axis(x, jnp.expand_dims(index, axis), axis=axis).squeeze(axis), index
+
+
 def _cum_extreme(self, dim, better_or_equal):
-    # PyTorch keeps the running value unless the new one is NaN or compares `better_or_equal`;
-    # once NaN, it stays. That is a max over a total order, so an associative scan computes it.
+    # PyTorch takes the new element where it is NaN, or where the running value is not NaN and
+    # the new one compares `better_or_equal` (ties go to the later element, and so does each later
+    # NaN); once NaN, the value stays NaN. That is a max over a total order, so an associative scan
+    # computes it.
     def combine(a, b):
         (va, ia), (vb, ib) = a, b
         take_b = better_or_equal(vb, va)
         if is_floating(self):
-            take_b = ~jnp.isnan(va) & (take_b | jnp.isnan(vb))
+            take_b = jnp.isnan(vb) | (~jnp.isnan(va) & take_b)
         return jnp.where(take_b, vb, va), jnp.where(take_b, ib, ia)
 
     def scan(x, axis):
         if x.shape[axis] == 0:
             return x, jnp.zeros(x.shape, _index_dtype())
         iota = lax.broadcasted_iota(_index_dtype(), x.shape, axis)
-        return lax.associative_scan(combine, (x, iota), axis=axis)
+        _, indices = lax.associative_scan(combine, (x, iota), axis=axis)
+        # The scan interleaves its partial results by padding with zeros and adding, which makes
+        # -0.0 +0.0; the values are read back at the indices, with their signs.
+        return jnp.take_along_axis(x, indices, axis=axis), indices
 
     return _on_axis(scan, self, dim)
 
@@ -490,10 +503,7 @@ def aten_max(self):
 @aten("max.dim")
 def aten_max_dim(self, dim, keepdim=False):
     """max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    return _on_axis(
-        lambda x, axis: (jnp.max(x, axis=axis), jnp.argmax(x, axis=axis).astype(_index_dtype())),
-        self, dim, keepdim,
-    )
+    return _on_axis(lambda x, axis: _at_index(x, jnp.argmax(x, axis=axis), axis), self, dim, keepdim)
 
 
 @aten("mean.default", "mean.dim")
@@ -530,10 +540,7 @@ def aten_min(self):
 @aten("min.dim")
 def aten_min_dim(self, dim, keepdim=False):
     """min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    return _on_axis(
-        lambda x, axis: (jnp.min(x, axis=axis), jnp.argmin(x, axis=axis).astype(_index_dtype())),
-        self, dim, keepdim,
-    )
+    return _on_axis(lambda x, axis: _at_index(x, jnp.argmin(x, axis=axis), axis), self, dim, keepdim)
 
 
 @aten("mode.default")

@@ -6,6 +6,13 @@ The families, by the modules of `src/jaxport/ops/aten` whose ops they hold: `ele
 ops), `nn` (activation, conv, pooling, normalization, sampling, loss, nn, attention),
 `reduction` (reduction, scans, sorting and selection; linalg, fft) and `shape`. Causes shared
 by several families are in `reasons`.
+
+An entry is as narrow as its reason: a `detail` pattern only that failure matches, the samples
+it is about (`where=samples(1)`: "sample 1" of each dtype and path the key covers) or the operand
+values it is about (`values=`, for elementwise ops and row reductions). A sample an entry names
+must fail wherever it runs; `test_opinfo.test_expected_failure_still_fails` runs each entry's
+named samples (sample 0 for an entry that names none) at every level, so a stale entry fails
+`make test`.
 """
 
 from tests.conformance.expectations import Expected
@@ -14,6 +21,13 @@ from tests.conformance.expectations import Expected
 #: reference inputs (test_opinfo.py's "reference" and "eager_reference").
 SPECIAL = ("special",)
 REFERENCE = ("reference", "eager_reference")
+
+
+def samples(*indices: int) -> tuple[str, ...]:
+    """The places ("sample 1", ...) an `Expected(where=...)` names: OpInfo samples, by their
+    index among the samples of the key's dtype and path (`harness.samples`, or for the reference
+    paths `harness.reference_samples`)."""
+    return tuple(f"sample {i}" for i in indices)
 
 
 def on_paths(paths: tuple[str, ...], causes: dict[Expected, tuple[str, ...]]) -> dict[str, Expected]:

@@ -1,37 +1,44 @@
 """Expected OpInfo failures of the elementwise family (elementwise, unary and special functions;
 casts), every path's: {"opinfo_id", "opinfo_id:torch.dtype" or "opinfo_id:dtype:path": Expected}."""
 
-from tests.conformance.expectations import Expected
+import dataclasses
 
-from . import REFERENCE, SPECIAL, on_paths
+import torch
+
+from tests.conformance.expectations import Expected, Values
+
+from . import REFERENCE, SPECIAL, on_paths, samples
 from .reasons import (
-    INTEGER_CAST,
     SUBNORMAL_INTERMEDIATE,
     SUBNORMALS_READ_EXACTLY,
     VECTORIZED_FMOD,
     ZERO_TIES,
+    cast,
+    quotient_overflows,
+    subnormal_reciprocal,
 )
 
 FLOAT32_AIRY_PHASE = Expected(
     "for x far below zero Airy's asymptotic expansion takes sin and cos of a phase that float32 "
     "resolves only to 5e-4 rad (7476.7 at x = -501), and PyTorch's kernel and jaxport (XLA's sin) "
     "round it differently: -0.032180 and -0.032124, where float64 gives -0.032193",
-    fails="mismatch",
+    # the reference inputs' two (100,) samples, at x = -501 and -13437.7 (the rest of their x, and
+    # every other sample, match)
+    fails="mismatch", where=samples(5, 7), values=Values("x < -100", lambda x: x < -100),
 )
 
-_CASTS = ("byte", "char", "int", "long", "short")
+#: The casts to integer types OpInfo tests, by the dtype they cast to.
+_CASTS = {"byte": torch.uint8, "char": torch.int8, "int": torch.int32, "long": torch.int64, "short": torch.int16}
 
 EXPECTED_FAILURES: dict[str, Expected] = {
     **on_paths(SPECIAL, {
-        ZERO_TIES: ("clamp", "clamp_max", "clamp_min", "fmax", "fmin", "max.binary", "maximum", "min.binary",
-                    "minimum"),
+        ZERO_TIES: ("clamp", "clamp_max", "clamp_min", "max.binary", "maximum", "min.binary", "minimum"),
         SUBNORMALS_READ_EXACTLY: ("__rpow__", "atan2", "float_power:torch.float64", "frexp", "nextafter", "pow"),
-        INTEGER_CAST: _CASTS,
-        VECTORIZED_FMOD: ("__rmod__", "fmod", "remainder"),
-        SUBNORMAL_INTERMEDIATE: ("__rdiv__",),
+        VECTORIZED_FMOD: ("fmod", "remainder"),
+        # x.__rmod__(y) is y % x, x.__rdiv__(y) y / x: the divisor is the first operand
+        dataclasses.replace(VECTORIZED_FMOD, values=quotient_overflows(dividend=1, divisor=0)): ("__rmod__",),
+        dataclasses.replace(SUBNORMAL_INTERMEDIATE, values=subnormal_reciprocal(divisor=0)): ("__rdiv__",),
     }),
-    **on_paths(REFERENCE, {
-        INTEGER_CAST: _CASTS,
-        FLOAT32_AIRY_PHASE: ("special.airy_ai:torch.float32",),
-    }),
+    **on_paths(SPECIAL + REFERENCE, {cast(dtype): (op,) for op, dtype in _CASTS.items()}),
+    **on_paths(REFERENCE, {FLOAT32_AIRY_PHASE: ("special.airy_ai:torch.float32",)}),
 }
