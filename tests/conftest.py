@@ -6,6 +6,7 @@ import glob
 import gzip
 import json
 import os
+import shutil
 import tempfile
 import zlib
 from pathlib import Path
@@ -14,8 +15,11 @@ import numpy as np
 import pytest
 
 # JAX's compilation cache (which importing jaxport turns on) in a directory of this run's own,
-# not the user's ~/.cache: the suite does not depend on what an earlier run left there.
-os.environ.setdefault("JAXPORT_CACHE_DIR", tempfile.mkdtemp(prefix="jaxport-test-xla-"))
+# not the user's ~/.cache: the suite does not depend on what an earlier run left there. xdist's
+# workers inherit it from the controller, which removes it at the end.
+_RUN_CACHE = None if "JAXPORT_CACHE_DIR" in os.environ else tempfile.mkdtemp(prefix="jaxport-test-xla-")
+if _RUN_CACHE is not None:
+    os.environ["JAXPORT_CACHE_DIR"] = _RUN_CACHE
 
 
 def pytest_addoption(parser):
@@ -67,6 +71,11 @@ ONNX_RESULTS = ResultRecorder("--onnx-report")
 def pytest_configure(config):
     OPINFO_RESULTS.configure(config)
     ONNX_RESULTS.configure(config)
+
+
+def pytest_unconfigure(config):
+    if _RUN_CACHE is not None and not hasattr(config, "workerinput"):
+        shutil.rmtree(_RUN_CACHE, ignore_errors=True)
 
 
 @pytest.fixture
