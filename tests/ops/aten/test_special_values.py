@@ -300,3 +300,18 @@ def test_ties_and_nans_as_pytorch(name, dtype):
         got = pytree.tree_leaves(run(model.params, *(dlpack.to_jax(x) for x in inputs)))
         for i, (g, w) in enumerate(zip(got, want)):
             assert _same(g, w), f"{name} {mode}, output {i}:\n{np.array(g)}\nPyTorch:\n{w}"
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("hardtanh", lambda x: torch.nn.functional.hardtanh(x, -1.0, 1.0)),
+    ("relu6", torch.nn.functional.relu6),
+    ("clamp", lambda x: torch.clamp(x, -1.0, 1.0)),
+])
+def test_gradients_at_the_bounds_as_pytorch(name, fn):
+    """`jax.grad` through the forward lowering at and around the bounds: hardtanh's backward
+    passes nothing at a tie with a bound, clamp's passes it all, and -0.0 ties at 0."""
+    x = torch.tensor([-2.0, -1.0, -0.0, 0.0, 0.5, 1.0, 6.0, 7.0], requires_grad=True)
+    (want,) = torch.autograd.grad(fn(x).sum(), x)
+    model = jaxport.from_exported_program(torch.export.export(_Call(fn), (x.detach(),)))
+    got = jax.grad(lambda v: model.apply(model.params, v).sum())(jax.numpy.asarray(x.detach().numpy()))
+    np.testing.assert_array_equal(np.asarray(got), want.numpy())

@@ -115,7 +115,13 @@ def aten_hardtanh(self, min_val=-1, max_val=1):
     if jnp.issubdtype(self.dtype, jnp.integer):
         min_val, max_val = int(min_val), int(max_val)
     x = _compute(self)
-    return _between(x, _scalar(min_val, x), _scalar(max_val, x)).astype(self.dtype)
+    low, high = _scalar(min_val, x), _scalar(max_val, x)
+    out = _between(x, low, high)
+    if jnp.issubdtype(x.dtype, jnp.inexact):
+        # Gradients pass strictly inside the bounds, as hardtanh_backward passes them: none at a
+        # tie, where `x` itself is returned (clamp's backward passes them there; this does not).
+        out = jnp.where((x > low) & (x < high), out, lax.stop_gradient(out))
+    return out.astype(self.dtype)
 
 
 @aten("leaky_relu.default")
