@@ -300,3 +300,34 @@ def test_training_mode_without_dropout_needs_no_key():
     model = jaxport.from_torch(Attention(), (q,), train=True)
     assert model.training and not model.random_nodes
     np.testing.assert_allclose(np.asarray(model.apply(model.params, q)), Attention()(q).numpy(), atol=1e-6)
+
+
+class SpectralFilter(torch.nn.Module):
+    """A learned complex filter on a signal's spectrum, then a linear head: complex weights."""
+
+    def __init__(self):
+        super().__init__()
+        self.filter = torch.nn.Parameter(torch.randn(7, dtype=torch.complex64) * 0.5)
+        self.head = torch.nn.Linear(12, 5)
+
+    def forward(self, x):
+        return self.head(torch.fft.irfft(torch.fft.rfft(x) * self.filter, n=12))
+
+
+def test_complex_weights_train_as_in_pytorch():
+    """JAX's gradient in a complex weight is the conjugate of PyTorch's; the train step conjugates
+    it, so SGD moves complex weights as torch.optim does (unconjugated, the imaginary parts would
+    climb the loss). Adam is left out: torch.optim.Adam keeps moments of the real and imaginary
+    parts apart, optax.adam of |g|^2."""
+    torch.manual_seed(0)
+    module, batches = SpectralFilter(), _classification_batches((16, 12), 5)
+    reference = copy.deepcopy(module)
+    make_optimizer, optimizer = OPTIMIZERS["sgd"]
+    torch_losses = _train_torch(reference, batches, make_optimizer, _torch_classification_loss)
+    jax_losses, state, _ = _train_jax(module, batches, optimizer, _jax_classification_loss)
+
+    np.testing.assert_allclose(jax_losses, torch_losses, rtol=1e-4)
+    trained = np.asarray(state.model_params()["filter"])
+    np.testing.assert_allclose(trained, reference.filter.detach().numpy(), rtol=1e-4, atol=1e-5)
+    moved = trained - module.filter.detach().numpy()
+    assert np.abs(moved.imag).max() > 1e-2 and np.abs(moved.real).max() > 1e-2

@@ -160,6 +160,10 @@ class TrainStep:
             return (loss.astype(jnp.float32) * scale if scaled else loss), (loss, aux)
 
         (_, (loss, (metrics, updates))), grads = jax.value_and_grad(objective, has_aux=True)(state.params)
+        # JAX's gradient of a real loss in a complex parameter is the conjugate of PyTorch's (the
+        # direction of steepest descent, which optax's rules take): conjugated, complex weights
+        # train as in PyTorch.
+        grads = jax.tree.map(lambda g: jnp.conj(g) if jnp.iscomplexobj(g) else g, grads)
         opt_state = state.opt_state.inner if scaled else state.opt_state
         if scaled:
             grads = jax.tree.map(lambda g: (g / scale).astype(g.dtype), grads)

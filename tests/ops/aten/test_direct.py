@@ -725,6 +725,16 @@ def test_polar(shapes):
     check("polar.default", _special_values(*shapes[0]).abs(), _special_values(*shapes[1]))
 
 
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("shape", [(), (4, 3), (0,)], ids=_id)
+def test_angle_of_complex_numbers(shape, dtype):
+    """atan2(imag, real) in the real dtype of the same width (the lowering once took the angle
+    of the real part alone: 0 or pi), NaN, infinities and signed zeros in either part included."""
+    parts = [_special_values(*shape).to(dtype.to_real()), randn(*shape, dtype=dtype.to_real())]
+    check("angle.default", torch.complex(*parts))
+    check("angle.default", torch.complex(*parts[::-1]))
+
+
 @pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((2, 1, 4), (5, 1)), ((), ()), ((0, 3), (3,))], ids=_id)
 def test_complex(shapes):
     check("complex.default", _special_values(*shapes[0]), _special_values(*shapes[1]))

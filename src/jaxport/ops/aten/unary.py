@@ -59,7 +59,10 @@ def aten_acosh(self):
 @aten("angle.default")
 def aten_angle(self):
     """angle(Tensor self) -> Tensor"""
+    if jnp.iscomplexobj(self):
+        return jnp.angle(self)  # atan2(imag, real), as std::arg; a real dtype of the same width
 
+    # Real inputs: pi below zero, 0 elsewhere (-0.0 included, where atan2 would give pi), NaN kept.
     def fn(x):
         angle = jnp.where(x < 0, jnp.asarray(math.pi, x.dtype), jnp.zeros((), x.dtype))
         return jnp.where(jnp.isnan(x), x, angle)
