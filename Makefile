@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test gpu-check codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference onnx-report catalogue catalogue-head precision lint bench bench-torchax bench-real-sizes clean
+.PHONY: setup demo test gpu-check codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference opinfo-gradients onnx-report catalogue catalogue-head precision lint bench bench-torchax bench-real-sizes clean
 
 setup: $(STAMP)
 
@@ -77,6 +77,19 @@ opinfo-eager: setup
 		tests/conformance/opinfo/test_opinfo.py --opinfo=$(OPINFO_LEVEL) \
 		--opinfo-report=build/eager-$(OPINFO_LEVEL).json --opinfo-resume || true
 	$(PY) -m tests.conformance.opinfo.report build/eager-$(OPINFO_LEVEL).json docs/opinfo-eager.md $(OPINFO_LEVEL)
+
+# Derivatives of OpInfo samples (issue 43): jax.vjp against torch.autograd.grad and jax.jvp against
+# forward-mode AD through the converted program, in every floating and complex dtype PyTorch
+# differentiates the op in, at GRADIENT_LEVEL (wide: 3 samples per op and dtype). Resumable across
+# sessions: results so far are kept in $(GRADIENT_ARCHIVE); docs/opinfo-gradients.md.
+GRADIENT_LEVEL ?= wide
+GRADIENT_ARCHIVE := tests/conformance/opinfo/results/opinfo-gradients.jsonl.gz
+opinfo-gradients: setup
+	mkdir -p build && if [ -f $(GRADIENT_ARCHIVE) ]; then cp $(GRADIENT_ARCHIVE) build/gradients.json.archive.gz; fi
+	JAXPORT_OPINFO_PATHS=vjp,jvp $(PY) -m pytest -q -n 2 -p no:cacheprovider tests/conformance/opinfo/test_opinfo.py \
+		-k test_opinfo --opinfo=$(GRADIENT_LEVEL) --opinfo-report=build/gradients.json --opinfo-resume || true
+	$(PY) -m tests.conformance.opinfo.report build/gradients.json docs/opinfo-gradients.md $(GRADIENT_LEVEL) \
+		--archive $(GRADIENT_ARCHIVE)
 
 # OpInfo's reference_inputs (issue 18): the extremal samples (NaN, infinities, huge and tiny values)
 # through the graph and the eager frontend at OPINFO_LEVEL. Resumable; docs/opinfo-reference.md.

@@ -28,8 +28,11 @@ from jaxport.ir import interpret
 #: dtypes the conformance suite tests when the op supports them.
 DTYPES = (
     torch.float32,
+    torch.float64,
     torch.float16,
     torch.bfloat16,
+    torch.complex64,
+    torch.complex128,
     torch.int64,
     torch.int32,
     torch.int16,
@@ -44,6 +47,9 @@ TOLERANCES = {
     torch.float16: (1e-3, 1e-3),
     torch.bfloat16: (1.6e-2, 1e-2),
     torch.float64: (1e-7, 1e-7),
+    # complex values are judged part by part (`_parts`), each as its real dtype
+    torch.complex64: (1e-5, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
 }
 
 #: Looser (rtol, atol) for some (op, dtype), each with its reason; keyed like TOLERANCES.
@@ -286,11 +292,12 @@ class _SampleModule(torch.nn.Module):
         return self.fn(sample_input, *args, **kwargs)
 
 
-def _sample_module(op, sample) -> tuple[_SampleModule, list[torch.Tensor]]:
-    """The sample as a module of its tensors (what torch.export captures), and those tensors."""
+def _sample_module(op, sample, fn=None) -> tuple[_SampleModule, list[torch.Tensor]]:
+    """The sample as a module of its tensors (what torch.export captures) calling `fn` (default:
+    the op), and those tensors."""
     leaves, spec = pytree.tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
     positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-    return _SampleModule(op.op, leaves, spec, positions), [leaves[i].detach() for i in positions]
+    return _SampleModule(fn or op.op, leaves, spec, positions), [leaves[i].detach() for i in positions]
 
 
 def _flat_outputs(out):
@@ -346,9 +353,10 @@ def _sign_check(op, sample) -> dict[int, Callable]:
                 return ""
             got, want = (v.movedim(axis, -2)[..., :paired] for v in (got, want))
 
-            def normalized(v):  # each vector's largest-magnitude entry made positive
+            def normalized(v):  # each vector's largest-magnitude entry made real and positive
                 pivot = v.abs().argmax(dim=-2, keepdim=True)
-                return v * torch.take_along_dim(v, pivot, dim=-2).sign()
+                # complex vectors are unique up to a unit phase, real ones up to a sign (sgn of both)
+                return v * torch.take_along_dim(v, pivot, dim=-2).sgn().conj()
 
             rtol, atol = TOLERANCES[want.dtype]
             try:
@@ -367,9 +375,16 @@ def _output_checks(op, sample) -> dict[int, Callable]:
     return {**_tie_order_check(op, sample), **_sign_check(op, sample)}
 
 
-def _complex_or_sparse(outputs) -> bool:
+def _sparse(outputs) -> bool:
     """Outputs jaxport does not produce: the sample is out of scope, not a failure."""
-    return any(isinstance(e, torch.Tensor) and (e.is_complex() or e.layout != torch.strided) for e in outputs)
+    return any(isinstance(e, torch.Tensor) and e.layout != torch.strided for e in outputs)
+
+
+def _parts(t: torch.Tensor) -> torch.Tensor:
+    """A complex tensor as its real and imaginary parts (a last dim of 2), others as they are:
+    torch.testing takes a complex NaN in either part as equal to any other, so NaN + 1j would
+    match NaN + 2j; by parts each NaN, infinity and zero's sign must be where PyTorch's is."""
+    return torch.view_as_real(t) if t.is_complex() else t
 
 
 def _compare(actual, expected, dtype, values: bool, tolerance=None, checks=None, signed_zeros=False) -> str:
@@ -389,9 +404,9 @@ def _compare(actual, expected, dtype, values: bool, tolerance=None, checks=None,
             continue
         if not hasattr(a, "dtype"):
             return f"output {i}: got {type(a).__name__}, expected a tensor"
-        want = np.dtype(jax.dtypes.canonicalize_dtype(dtypes.numpy_dtype(e.dtype)))
-        if np.dtype(a.dtype) != want:
-            return f"output {i}: dtype {np.dtype(a.dtype).name}, expected {want.name}"
+        want_dtype = np.dtype(jax.dtypes.canonicalize_dtype(dtypes.numpy_dtype(e.dtype)))
+        if np.dtype(a.dtype) != want_dtype:
+            return f"output {i}: dtype {np.dtype(a.dtype).name}, expected {want_dtype.name}"
         if tuple(a.shape) != tuple(e.shape):
             return f"output {i}: shape {tuple(a.shape)}, expected {tuple(e.shape)}"
         if not values:
@@ -403,15 +418,15 @@ def _compare(actual, expected, dtype, values: bool, tolerance=None, checks=None,
                 return f"output {i}: {why}"
             continue
         rtol, atol = tolerance or TOLERANCES.get(e.dtype, (0, 0))
+        want = _parts(e.detach().cpu().resolve_conj().resolve_neg())
+        got = _parts(got)
         try:
-            torch.testing.assert_close(
-                got, e.detach().cpu().resolve_conj().resolve_neg(), rtol=rtol, atol=atol,
-                equal_nan=True, check_dtype=False, check_stride=False,
-            )
+            torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True, check_dtype=False,
+                                       check_stride=False)
         except AssertionError as err:
             lines = [ln for ln in str(err).splitlines() if ln.strip()]
             return f"output {i}: " + "; ".join(lines[:3])
-        why = _signed_zeros(got, e.detach()) if signed_zeros else ""
+        why = _signed_zeros(got, want) if signed_zeros else ""
         if why:
             return f"output {i}: {why}"
     return ""
@@ -454,7 +469,10 @@ def layout(op) -> str | None:
 def differing(got: torch.Tensor, want: torch.Tensor, tolerance: tuple[float, float], signed_zeros=False) -> torch.Tensor:
     """Where `got` is not `want` (same shape), as `_compare` judges: NaN against a number, another
     infinity, further apart than `tolerance` (rtol, atol), or with `signed_zeros` zeros of other
-    signs (subnormals counting as zeros); integers and bools exactly."""
+    signs (subnormals counting as zeros); integers and bools exactly; complex numbers part by part,
+    either differing."""
+    if want.is_complex():
+        return differing(_parts(got), _parts(want), tolerance, signed_zeros).any(-1)
     if not want.is_floating_point():
         return got != want
     rtol, atol = tolerance
@@ -573,8 +591,8 @@ def run_sample(op, sample, dtype, *, decompose: str = "auto", special_values: bo
             expected = _run_torch(module, tensors, seed=0)
     except Exception as e:
         return Outcome("unexportable", f"PyTorch eager fails: {type(e).__name__}")
-    if _complex_or_sparse(expected):
-        return Outcome("unexportable", "complex or sparse output")
+    if _sparse(expected):
+        return Outcome("unexportable", "sparse output")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -743,8 +761,8 @@ def run_sample_eager(op, sample, dtype, *, variant: str = "op", layout: str | No
     except Exception as e:
         return Outcome("unexportable", f"PyTorch eager fails: {type(e).__name__}")
     expected = _flat_outputs(expected)
-    if _complex_or_sparse(expected):
-        return Outcome("unexportable", "complex or sparse output")
+    if _sparse(expected):
+        return Outcome("unexportable", "sparse output")
     with warnings.catch_warnings(), jaxport.eager():
         warnings.simplefilter("ignore")
         try:

@@ -14,6 +14,12 @@ The reference paths run the extremal samples of OpInfo's `reference_inputs`
 (NaN, infinities, very large and small values; `harness.reference_samples`)
 that `sample_inputs` lacks, through the graph and the eager frontend.
 
+The gradient paths (`gradients.py`) compare derivatives of the converted program with PyTorch's:
+"vjp" (`jax.vjp` against `torch.autograd.grad`, every op with autograd) and "jvp" (`jax.jvp`
+against forward-mode AD, where the op supports it), in the floating and complex dtypes PyTorch
+differentiates the op in; at the smoke level one float32 sample of each op, on one of the two
+(`smoke_gradient_path`).
+
 A listed case (`expected_failures.py`) xfails when every failure has its entry's cause, including
 the samples and operand values the entry names. `test_expected_failure_still_fails` runs, at every
 level, the samples each entry names (sample 0 where it names none), op by op and jitted, and
@@ -30,7 +36,7 @@ import pytest
 import torch
 
 from tests.conformance.expectations import Expected, Failure, Values, judge
-from tests.conformance.opinfo import harness
+from tests.conformance.opinfo import gradients, harness
 from tests.conformance.opinfo.expected_failures import EXPECTED_FAILURES, SPECIAL, expected_failure
 from tests.conftest import OPINFO_RESULTS
 
@@ -38,6 +44,9 @@ from tests.conftest import OPINFO_RESULTS
 EAGER_PATHS = {"eager": "op", "eager_inplace": "inplace", "eager_out": "out", "eager_reference": "op"}
 #: The paths whose samples are `harness.reference_samples` rather than `harness.samples`.
 REFERENCE_PATHS = ("reference", "eager_reference")
+#: The paths that compare derivatives (`gradients.py`), on `gradients.gradient_samples` in the
+#: floating and complex dtypes PyTorch differentiates the op in.
+GRADIENT_PATHS = gradients.GRADIENT_PATHS
 
 #: Per level and conversion path: the dtypes tested and at most how many samples of each (None: all).
 #: The core path re-decomposes every sample with run_decompositions (~0.2 s each), so it is lighter.
@@ -54,30 +63,34 @@ LEVELS = {
         "core": ((torch.float32,), 1),
         **{path: ((torch.float32,), 1) for path in EAGER_PATHS},
         **{path: ((torch.float32,), 1) for path in REFERENCE_PATHS},
+        **{path: ((torch.float32,), 1) for path in GRADIENT_PATHS},
     },
     "standard": {
         "auto": ((torch.float32, torch.int64, torch.bool, torch.float16), 2),
         "core": ((torch.float32,), 1),
         **{path: ((torch.float32, torch.int64, torch.bool, torch.float16), 2) for path in EAGER_PATHS},
         **{path: ((torch.float32,), 3) for path in REFERENCE_PATHS},
+        **{path: ((torch.float32, torch.complex64), 2) for path in GRADIENT_PATHS},
     },
     "wide": {
         "auto": (harness.DTYPES, 3),
         "core": ((torch.float32,), 3),
         **{path: (harness.DTYPES, 3) for path in EAGER_PATHS},
         **{path: (harness.DTYPES, 6) for path in REFERENCE_PATHS},
+        **{path: (harness.DTYPES, 3) for path in GRADIENT_PATHS},
     },
     "full": {
         "auto": (harness.DTYPES, None),
         "core": ((torch.float32,), None),
         **{path: (harness.DTYPES, None) for path in EAGER_PATHS},
         **{path: (harness.DTYPES, None) for path in REFERENCE_PATHS},
+        **{path: (harness.DTYPES, None) for path in GRADIENT_PATHS},
     },
 }
-#: By default the graph paths, the eager function path and the reference paths; the eager in-place and out= paths
+#: By default the graph paths, the eager function path, the reference paths and the gradient paths; the eager in-place and out= paths
 #: (another 5 minutes at the smoke level) run with `make opinfo-eager` or, e.g.,
 #: JAXPORT_OPINFO_PATHS=eager,eager_inplace,eager_out.
-PATHS = os.environ.get("JAXPORT_OPINFO_PATHS", "auto,core,eager,reference,eager_reference").split(",")
+PATHS = os.environ.get("JAXPORT_OPINFO_PATHS", "auto,core,eager,reference,eager_reference,vjp,jvp").split(",")
 
 
 def _turn(op) -> int:
@@ -89,12 +102,20 @@ def level_dtypes(level: str, path: str, op) -> list[torch.dtype]:
     """The dtypes `level` runs `op` in on `path`: those listed that the op supports, or, for
     `ROTATED`, float32 and the next of `ROTATED_DTYPES` the op supports, starting from one picked
     by the op's name (a stable choice: the same on every run and machine)."""
-    dtypes, tested = LEVELS[level][path][0], harness.tested_dtypes(op)
+    dtypes = LEVELS[level][path][0]
+    tested = gradients.gradient_dtypes(op, path) if path in GRADIENT_PATHS else harness.tested_dtypes(op)
     if dtypes != ROTATED:
         return [d for d in tested if d in dtypes]
     start = _turn(op) % len(ROTATED_DTYPES)
     turn = ROTATED_DTYPES[start:] + ROTATED_DTYPES[:start]
     return [d for d in tested if d == torch.float32] + [d for d in turn if d in tested][:1]
+
+
+def smoke_gradient_path(op) -> str:
+    """The one gradient path the smoke level runs `op` on: reverse and forward mode take turns by
+    op (a JAX derivative rule is one linear map; its transpose is checked on the other ops), reverse
+    mode where PyTorch has no forward mode."""
+    return "jvp" if _turn(op) % 2 and op.supports_forward_ad else "vjp"
 
 
 def level_cases(level: str, paths=None):
@@ -104,6 +125,8 @@ def level_cases(level: str, paths=None):
             if path in REFERENCE_PATHS and op.reference_inputs_func is None:
                 continue
             if path == "core" and level == "smoke" and _turn(op) % SMOKE_CORE_SHARE:
+                continue
+            if path in GRADIENT_PATHS and level == "smoke" and path != smoke_gradient_path(op):
                 continue
             for dtype in level_dtypes(level, path, op):
                 if path in REFERENCE_PATHS and not dtype.is_floating_point:
@@ -134,6 +157,8 @@ def test_opinfo(opinfo_case, request):
         if not cases:
             OPINFO_RESULTS.done(path, harness.opinfo_id(op), str(dtype))
             pytest.skip("reference_inputs holds no extremal sample for this dtype")
+    elif path in GRADIENT_PATHS:
+        cases = gradients.gradient_samples(op, dtype)[:limit]
     else:
         cases = harness.samples(op, dtype)[:limit]
     key, expected = expected_failure(harness.opinfo_id(op), str(dtype), path) or (None, None)
@@ -162,9 +187,12 @@ def test_opinfo(opinfo_case, request):
 
 
 def run_path(op, sample, dtype, path: str, modes=harness.MODES) -> harness.Outcome:
-    """One sample on one path: the eager frontend's (`EAGER_PATHS`) or the graph's (auto, core;
-    reference through auto), the graph's run in `modes`; a failure names the operand values
-    where it differs for elementwise ops (`harness.layout`)."""
+    """One sample on one path: its derivatives (`GRADIENT_PATHS`), the eager frontend's
+    (`EAGER_PATHS`) or the graph's (auto, core; reference through auto), the graph's run in
+    `modes`; a failure names the operand values where it differs for elementwise ops
+    (`harness.layout`)."""
+    if path in GRADIENT_PATHS:
+        return gradients.run_gradient_sample(op, sample, dtype, path)
     layout = harness.layout(op)
     if path in EAGER_PATHS:
         return harness.run_sample_eager(op, sample, dtype, variant=EAGER_PATHS[path], layout=layout)
@@ -176,6 +204,8 @@ def path_samples(op, dtype, path: str) -> list:
     """Every sample `path` runs `op` in `dtype` with (the full level's)."""
     if path in REFERENCE_PATHS:
         return harness.reference_samples(op, dtype, limit=None)
+    if path in GRADIENT_PATHS:
+        return gradients.gradient_samples(op, dtype)
     return harness.samples(op, dtype)
 
 
@@ -191,7 +221,7 @@ def entry_cases() -> list[tuple[str, object, torch.dtype, str]]:
         if path == SPECIAL:
             continue
         op = ops[opinfo_id]
-        tested = harness.tested_dtypes(op)
+        tested = gradients.gradient_dtypes(op, path) if path in GRADIENT_PATHS else harness.tested_dtypes(op)
         if dtype == "*":
             dtype = torch.float32 if torch.float32 in tested else tested[0]
         else:

@@ -631,7 +631,16 @@ def aten_ne(self, other):
 def aten_nextafter(self, other):
     """nextafter(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(self, other)
-    return jnp.nextafter(self, other)
+    return _nextafter(self, other)
+
+
+@jax.custom_jvp
+def _nextafter(x, toward):
+    return jnp.nextafter(x, toward)
+
+
+# PyTorch differentiates nextafter as x itself (gradient 1 in x, 0 in `toward`); JAX has no rule.
+_nextafter.defjvp(lambda primals, tangents: (_nextafter(*primals), tangents[0]))
 
 
 @aten("polar.default")

@@ -17,6 +17,7 @@ are 0, where PyTorch's `_grouped_mm` leaves them uninitialized.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -28,6 +29,7 @@ from jax import lax
 from ..registry import aten, custom
 from ._grouped import grouped_rows
 from ._promotion import canonical, opmath_type, promote, result_type, rounded_as
+from .reduction import p_norm
 
 
 def _product(fn, *operands):
@@ -81,11 +83,23 @@ def _grouped_rows(a, b, offs, dtype):
     return grouped_rows(a, b.astype(a.dtype), ends - starts, opmath_type(a.dtype)).astype(dtype)
 
 
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
 def _hermitian(A, UPLO="L"):
-    """The Hermitian matrix LAPACK sees when it reads only the `UPLO` triangle of A."""
+    """The Hermitian matrix LAPACK sees when it reads only the `UPLO` triangle of A.
+
+    Differentiated as PyTorch differentiates eigh, eigvalsh and cholesky: their backward formulas
+    take A to be Hermitian and give Hermitian gradients, so a change dA acts as (dA + dA^H) / 2
+    (not through the triangle alone, where the upper half would get no gradient).
+    """
     tri = jnp.tril(A) if UPLO.upper() == "L" else jnp.triu(A)
     strict = jnp.tril(A, -1) if UPLO.upper() == "L" else jnp.triu(A, 1)
     return tri + jnp.conj(jnp.swapaxes(strict, -1, -2))
+
+
+@_hermitian.defjvp
+def _hermitian_jvp(UPLO, primals, tangents):
+    (A,), (dA,) = primals, tangents
+    return _hermitian(A, UPLO), (dA + jnp.conj(jnp.swapaxes(dA, -1, -2))) / 2
 
 
 def _batch_broadcast(a, b):
@@ -117,16 +131,7 @@ def _matrix_norm(A, ord, axes, keepdim):
 
 def _pnorm_dist(diff, p, axis=-1):
     """The p-norm of `diff` along `axis`, PyTorch's cdist/pdist definition (p=0 counts nonzeros)."""
-    a = jnp.abs(diff)
-    if p == 0:
-        return jnp.sum((a != 0).astype(a.dtype), axis=axis)
-    if p == 1:
-        return jnp.sum(a, axis=axis)
-    if p == 2:
-        return jnp.sqrt(jnp.sum(a * a, axis=axis))
-    if math.isinf(p):
-        return jnp.max(a, axis=axis) if a.shape[axis] else jnp.zeros(a.shape[:axis % a.ndim], a.dtype)
-    return jnp.sum(a**p, axis=axis) ** (1.0 / p)
+    return p_norm(diff, p, axis, False)
 
 
 # -- ops ------------------------------------------------------------------------------------------
@@ -182,7 +187,7 @@ def aten__grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
 def aten__linalg_det(A):
     """_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
     lu, pivots, _ = lax.linalg.lu(A)
-    return jnp.linalg.det(A), lu, _lu_pivots(pivots)
+    return _det(A), lu, _lu_pivots(pivots)
 
 
 @aten("_linalg_eigh.default")
@@ -333,6 +338,14 @@ def aten_cholesky_solve(self, input2, upper=False):
 @aten("det.default", "linalg_det.default")
 def aten_det(A):
     """linalg_det(Tensor A) -> Tensor"""
+    return _det(A)
+
+
+def _det(A):
+    # The determinant of a 0x0 matrix is 1; JAX's computes it, but its derivative rule indexes
+    # into the empty LU factors and fails.
+    if A.shape[-1] == 0:
+        return jnp.ones(A.shape[:-2], A.dtype)
     return jnp.linalg.det(A)
 
 
@@ -388,7 +401,7 @@ def aten_linalg_cholesky(self, *, upper=False):
 @aten("linalg_cholesky_ex.default")
 def aten_linalg_cholesky_ex(self, *, upper=False, check_errors=False):
     """linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)"""
-    lower = jnp.linalg.cholesky(self, symmetrize_input=False)
+    lower = jnp.linalg.cholesky(_hermitian(self), symmetrize_input=False)
     out = jnp.conj(jnp.swapaxes(lower, -1, -2)) if upper else lower
     return out, _info(self.shape[:-2])
 
@@ -548,40 +561,56 @@ def aten_linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
         return _matrix_norm(x, "fro" if ord is None else ord, axes, keepdim).astype(out_dtype)
     if dim is None:
         x, dim = (x.reshape(-1), None) if not keepdim else (x, None)
-    a = jnp.abs(x)
     axes = tuple(range(x.ndim)) if dim is None else tuple(d % x.ndim for d in dim)
-    p = 2.0 if ord is None else float(ord)
-    if p == math.inf:
-        out = jnp.max(a, axis=axes, keepdims=keepdim, initial=0)  # 0 for an empty vector, as PyTorch
-    elif p == -math.inf:
-        out = jnp.min(a, axis=axes, keepdims=keepdim)
-    elif p == 0:
-        out = jnp.sum((a != 0).astype(a.dtype), axis=axes, keepdims=keepdim)
-    else:
-        out = jnp.sum(a**p, axis=axes, keepdims=keepdim) ** (1.0 / p)
-    return out.astype(out_dtype)
+    return p_norm(x, ord, axes, keepdim).astype(out_dtype)
 
 
 @aten("linalg_pinv.atol_rtol_tensor", "linalg_pinv.atol_rtol_float")
 def aten_linalg_pinv(self, *, atol=None, rtol=None, hermitian=False):
     """linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor"""
+    real = np.dtype(jnp.finfo(self.dtype).dtype)
+    if rtol is None:  # PyTorch: eps * max(m, n) when no atol is given, else 0
+        rtol = max(self.shape[-2:]) * np.finfo(real).eps if atol is None else 0.0
+    atol = jnp.zeros((), real) if atol is None else jnp.asarray(atol, real)
+    return _pinv(self, atol, jnp.asarray(rtol, real), hermitian)
+
+
+def _adjoint(x):
+    return jnp.conj(jnp.swapaxes(x, -1, -2))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(3,))
+def _pinv(A, atol, rtol, hermitian):
+    """The pseudo-inverse of A, dropping singular values (eigenvalue moduli where `hermitian`) at
+    or below max(atol, rtol * the largest)."""
     if hermitian:
-        values, vectors = jnp.linalg.eigh(_hermitian(self), symmetrize_input=False)
+        values, vectors = jnp.linalg.eigh(_hermitian(A), symmetrize_input=False)
         s = jnp.abs(values)
     else:
-        u, s, vh = jnp.linalg.svd(self, full_matrices=False)
+        u, s, vh = jnp.linalg.svd(A, full_matrices=False)
     smax = jnp.max(s, axis=-1, keepdims=True, initial=0.0)
-    if rtol is None:  # PyTorch: eps * max(m, n) when no atol is given, else 0
-        rtol = max(self.shape[-2:]) * np.finfo(s.dtype).eps if atol is None else 0.0
-    atol = jnp.zeros((), s.dtype) if atol is None else jnp.asarray(atol, s.dtype)
-    rtol = jnp.asarray(rtol, s.dtype)
     cutoff = jnp.maximum(atol[..., None] if atol.ndim else atol, (rtol[..., None] if rtol.ndim else rtol) * smax)
     keep = s > cutoff
-    s_inv = jnp.where(keep, 1 / jnp.where(keep, s, 1), 0)
     if hermitian:
-        s_inv = jnp.where(keep, 1 / jnp.where(keep, values, 1), 0)
-        return jnp.matmul(vectors * s_inv[..., None, :], jnp.conj(jnp.swapaxes(vectors, -1, -2)))
-    return jnp.matmul(jnp.conj(jnp.swapaxes(vh, -1, -2)) * s_inv[..., None, :], jnp.conj(jnp.swapaxes(u, -1, -2)))
+        s_inv = jnp.where(keep, 1 / jnp.where(keep, values, 1), 0).astype(vectors.dtype)  # real, for complex A too
+        return jnp.matmul(vectors * s_inv[..., None, :], _adjoint(vectors))
+    s_inv = jnp.where(keep, 1 / jnp.where(keep, s, 1), 0).astype(vh.dtype)
+    return jnp.matmul(_adjoint(vh) * s_inv[..., None, :], _adjoint(u))
+
+
+@_pinv.defjvp
+def _pinv_jvp(hermitian, primals, tangents):
+    # PyTorch's pinv derivative (Golub and Pereyra), where the rank stays constant: through the
+    # decomposition's own derivative, repeated or zero singular values would give 0/0.
+    A, atol, rtol = primals
+    dA = tangents[0]
+    P = _pinv(A, atol, rtol, hermitian)
+    m, n = A.shape[-2:]
+    dAh = _adjoint(dA)
+    dP = (-P @ dA @ P
+          + (jnp.eye(n, dtype=A.dtype) - P @ A) @ dAh @ _adjoint(P) @ P
+          + P @ _adjoint(P) @ dAh @ (jnp.eye(m, dtype=A.dtype) - A @ P))
+    return P, dP
 
 
 @aten("linalg_qr.default")

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 
 from ..registry import aten
 from ._promotion import float_type, opmath_type, result_type
+from .reduction import p_norm
 
 
 def _reduce(loss, reduction):
@@ -31,21 +32,6 @@ def _prepare(*tensors):
     return [None if t is None else t.astype(compute) for t in tensors], dtype
 
 
-def _norm(x, p, axis, keepdim):
-    a = jnp.abs(x)
-    if p == 2:
-        return jnp.sqrt(jnp.sum(a * a, axis=axis, keepdims=keepdim))
-    if p == 1:
-        return jnp.sum(a, axis=axis, keepdims=keepdim)
-    if p == math.inf:
-        return jnp.max(a, axis=axis, keepdims=keepdim)
-    if p == -math.inf:
-        return jnp.min(a, axis=axis, keepdims=keepdim)
-    if p == 0:
-        return jnp.sum((a != 0).astype(x.dtype), axis=axis, keepdims=keepdim)
-    return jnp.sum(a**p, axis=axis, keepdims=keepdim) ** (1.0 / p)
-
-
 def _pairwise_distance(x1, x2, p, eps, keepdim):
     """PyTorch's composite `norm(x1 - x2 + eps, p, -1)`: the difference is taken in the
     inputs' common dtype (integers wrap), then made float with eps added; the norm
@@ -55,7 +41,7 @@ def _pairwise_distance(x1, x2, p, eps, keepdim):
     diff = (x1 - x2).astype(dtype) + jnp.asarray(eps, dtype)
     if ndim == 0:
         return jnp.abs(diff)
-    return _norm(diff.astype(opmath_type(diff.dtype)), p, ndim - 1, keepdim).astype(diff.dtype)
+    return p_norm(diff.astype(opmath_type(diff.dtype)), p, ndim - 1, keepdim).astype(diff.dtype)
 
 
 def _nll(logp, target, weight, reduction, ignore_index):
@@ -126,8 +112,8 @@ def aten_cosine_similarity(x1, x2, dim=1, eps=1e-08):
     if a.ndim == 0:
         a, b, dim = a[None], b[None], 0
     eps = jnp.asarray(eps, a.dtype)
-    na = jnp.maximum(_norm(a, 2, dim, True), eps)
-    nb = jnp.maximum(_norm(b, 2, dim, True), eps)
+    na = jnp.maximum(p_norm(a, 2, dim, True), eps)
+    nb = jnp.maximum(p_norm(b, 2, dim, True), eps)
     return jnp.sum((a / na) * (b / nb), axis=dim).astype(dtype)
 
 

@@ -161,20 +161,29 @@ def _welford_mean(x, axes, mean):
 
 
 def p_norm(x, p, axes, keepdims):
-    """PyTorch's vector p-norm of `x` (already in its computation dtype) over `axes`."""
-    x = jnp.abs(x)
+    """PyTorch's vector p-norm of `x` (already in its computation dtype) over `axes` (None: all),
+    p=0 counting nonzeros, an empty max-norm 0.
+
+    Differentiated as PyTorch's norm backward: where the norm is 0 its gradient is 0 (a
+    subgradient, not 0/0), and so is a zero element's for 0 < p < 1 (not 0 * inf) and a complex
+    zero's (whose modulus has no derivative).
+    """
+    zero = x == 0
+    a = jnp.where(zero, 0, jnp.abs(jnp.where(zero, 1, x))) if jnp.iscomplexobj(x) else jnp.abs(x)
     p = 2.0 if p is None else float(p)
     if p == math.inf:
-        return jnp.max(x, axis=axes, keepdims=keepdims)
+        return jnp.max(a, axis=axes, keepdims=keepdims, initial=0)  # moduli are >= 0
     if p == -math.inf:
-        return jnp.min(x, axis=axes, keepdims=keepdims)
+        return jnp.min(a, axis=axes, keepdims=keepdims)
     if p == 0:
-        return jnp.sum((x != 0).astype(x.dtype), axis=axes, keepdims=keepdims)
+        return jnp.sum((a != 0).astype(a.dtype), axis=axes, keepdims=keepdims)
     if p == 1:
-        return jnp.sum(x, axis=axes, keepdims=keepdims)
-    if p == 2:
-        return jnp.sqrt(jnp.sum(x * x, axis=axes, keepdims=keepdims))
-    return jnp.sum(x**p, axis=axes, keepdims=keepdims) ** (1.0 / p)
+        return jnp.sum(a, axis=axes, keepdims=keepdims)
+    powers = a * a if p == 2 else jnp.where(zero, 0, jnp.where(zero, 1, a) ** p) if 0 < p < 1 else a**p
+    total = jnp.sum(powers, axis=axes, keepdims=keepdims)
+    vanishes = total == 0
+    safe = jnp.where(vanishes, 1, total)
+    return jnp.where(vanishes, 0, jnp.sqrt(safe) if p == 2 else safe ** (1.0 / p))
 
 
 def _vector_norm(self, ord, dim, keepdim, dtype):
@@ -335,6 +344,19 @@ def aten__softmax(self, dim, half_to_float):
     """_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
     out_dtype = np.dtype(np.float32) if half_to_float else np.dtype(self.dtype)
     return _softmax(jax.nn.softmax, self, dim, out_dtype)
+
+
+@aten("_safe_softmax.default")
+def aten__safe_softmax(self, dim, dtype=None):
+    """_safe_softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
+    out_dtype = np.dtype(dtype) if dtype is not None else np.dtype(self.dtype)
+    x = self.astype(opmath_type(out_dtype))
+    # A row of -inf only softmaxes to zeros, not NaN; its scores are neutralised first so that
+    # its gradient is zero too (PyTorch's backward runs on the zero output), not 0 * NaN.
+    axis = dim % x.ndim if x.ndim else None
+    dead = jnp.all(x == -jnp.inf, axis=axis, keepdims=True)
+    out = jnp.where(dead, 0, jax.nn.softmax(jnp.where(dead, 0, x), axis=axis))
+    return out.astype(out_dtype)
 
 
 @aten("_softmax_backward_data.default")

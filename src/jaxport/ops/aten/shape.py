@@ -484,10 +484,17 @@ def aten_movedim(self, source, destination):
     return jnp.moveaxis(self, _dims(source, self.ndim), _dims(destination, self.ndim))
 
 
-@aten("mT.default", "mH.default", "adjoint.default")
+@aten("mT.default")
 def aten_mT(self):
     """mT(Tensor(a) self) -> Tensor(a)"""
     return jnp.swapaxes(self, -2, -1)
+
+
+@aten("mH.default", "adjoint.default")
+def aten_mH(self):
+    """mH(Tensor(a) self) -> Tensor(a)"""
+    # the conjugate transpose: a complex matrix's adjoint conjugates too (a transpose for real dtypes)
+    return jnp.conj(jnp.swapaxes(self, -2, -1)) if jnp.iscomplexobj(self) else jnp.swapaxes(self, -2, -1)
 
 
 @aten("narrow.default", "narrow_copy.default")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
 import numpy as np
@@ -316,12 +317,20 @@ def _airy_ai(x):
     return jnp.where(jnp.isinf(x), jnp.full_like(x, np.nan), out)
 
 
+@jax.custom_jvp
 def _digamma(x):
     # PyTorch: digamma(+-0) = -+inf (scipy's convention); JAX gives nan there.
     pole = jnp.copysign(jnp.asarray(np.inf, x.dtype), -x)
     return jnp.where(x == 0, pole, jsp.digamma(x))
 
 
+# PyTorch's derivatives are the next polygamma functions, from its own kernels; JAX's rule for
+# digamma reaches polygamma(1, x) through its Hurwitz zeta, which is wrong for x < 0 (-5.3e4 for
+# 1.0e4 at x = -8.99).
+_digamma.defjvp(lambda primals, tangents: (_digamma(primals[0]), _trigamma(primals[0]) * tangents[0]))
+
+
+@jax.custom_jvp
 def _trigamma(x):
     # PyTorch's trigamma: reflection below 1/2, six recurrence steps, then the asymptotic series
     one = jnp.ones((), x.dtype)
@@ -337,6 +346,10 @@ def _trigamma(x):
     series = (one + one / (2 * x) + ixx * (one / 6 - ixx * (one / 30 - ixx * (one / 42)))) / x
     result = result + series
     return jnp.where(reflect, -result, result)
+
+
+_trigamma.defjvp(lambda primals, tangents: (
+    _trigamma(primals[0]), -2 * _zeta(jnp.full_like(primals[0], 3), primals[0]) * tangents[0]))
 
 
 _ZETA_A = (

@@ -1,0 +1,230 @@
+"""Gradients of OpInfo samples: jaxport's `jax.vjp` and `jax.jvp` through the converted program
+against PyTorch's reverse-mode (`torch.autograd.grad`) and forward-mode (`torch.autograd.forward_ad`)
+derivatives of the same sample, with the same random cotangents and tangents.
+
+A sample's differentiable inputs are its tensors OpInfo marks `requires_grad` (floating and complex
+ones; targets, indices and masks stay constants), its differentiable outputs the floating and
+complex tensors PyTorch's autograd connects to them.
+
+A sample is differentiated as OpInfo's own gradient checks differentiate it
+(`_differentiated_function`).
+
+Complex numbers: JAX's cotangents and PyTorch's gradients are conjugates of each other. For
+inputs z and a cotangent v of the outputs, PyTorch's vector-Jacobian product is the conjugate of
+JAX's taken at conj(v): `torch_vjp(v) == conj(jax_vjp(conj(v)))` (for a real loss, a real v:
+PyTorch's `.grad` is the conjugate of `jax.grad`). Forward mode agrees as it is: both push a
+tangent through the same real-linear map. Real inputs and outputs are unaffected.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+import zlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+import torch.utils._pytree as pytree
+from torch.autograd import forward_ad
+
+import jaxport
+from jaxport import dlpack
+from jaxport.errors import ExportError, UnsupportedOpsError
+
+from . import harness
+from .harness import Outcome
+
+#: The gradient paths: reverse mode ("vjp") and forward mode ("jvp").
+GRADIENT_PATHS = ("vjp", "jvp")
+
+#: (rtol, atol) of a gradient by dtype: a derivative is a few more operations than its value, in
+#: another order (a transposed product, a reduction of broadcast cotangents).
+GRADIENT_TOLERANCES = {
+    torch.float32: (1e-4, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+    torch.complex64: (1e-4, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (5e-2, 5e-2),
+}
+
+
+def gradient_dtypes(op, path: str) -> list[torch.dtype]:
+    """The floating and complex dtypes of `harness.DTYPES` in which `op` has PyTorch derivatives on
+    `path`'s mode."""
+    if not op.supports_autograd or (path == "jvp" and not op.supports_forward_ad):
+        return []
+    supported = op.supported_backward_dtypes("cpu")
+    return [d for d in harness.DTYPES if d in supported and (d.is_floating_point or d.is_complex)]
+
+
+def gradient_samples(op, dtype) -> list:
+    """OpInfo's samples of `op` drawn for differentiation (`requires_grad=True`: away from the
+    points where PyTorch's derivative is undefined, for some ops other samples)."""
+    torch.manual_seed(0)
+    return list(op.sample_inputs("cpu", dtype, requires_grad=True))
+
+
+def _differentiated_function(op, sample, *args, **kwargs):
+    """The function of a sample OpInfo differentiates: the op through its `gradcheck_wrapper` (which,
+    for ops of Hermitian matrices, makes the input Hermitian), its outputs through the sample's
+    `output_process_fn_grad` (which drops what the derivative leaves undefined, such as an
+    eigenvector's sign)."""
+    return sample.output_process_fn_grad(op.gradcheck_wrapper(op.op, *args, **kwargs))
+
+
+def _differentiable(t) -> bool:
+    return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+
+
+def _random_like(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    return torch.randn(t.shape, dtype=t.dtype, generator=generator)
+
+
+def _judge(got, want, dtype, what: str) -> str:
+    """Why jaxport's derivatives `got` (jax arrays, PyTorch's convention) differ from `want`."""
+    rtol, atol = GRADIENT_TOLERANCES[dtype]
+    for i, (g, w) in enumerate(zip(got, want)):
+        g = dlpack.to_torch(np.asarray(g))
+        if tuple(g.shape) != tuple(w.shape):
+            return f"{what} {i}: shape {tuple(g.shape)}, expected {tuple(w.shape)}"
+        if g.dtype != w.dtype:
+            return f"{what} {i}: dtype {g.dtype}, expected {w.dtype}"
+        try:
+            torch.testing.assert_close(harness._parts(g), harness._parts(w.detach().resolve_conj().resolve_neg()), rtol=rtol, atol=atol,
+                                       equal_nan=True)
+        except AssertionError as err:
+            lines = [ln for ln in str(err).splitlines() if ln.strip()]
+            return f"{what} {i}: " + "; ".join(lines[:3])
+    return ""
+
+
+def _converted(module, tensors):
+    """(model, None) for the sample converted by jaxport, else (None, its outcome)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ep = torch.export.export(module, tuple(t.detach().clone() for t in tensors), strict=False)
+        except Exception as e:
+            return None, Outcome("unexportable", f"torch.export fails: {type(e).__name__}: {str(e)[:120]}")
+        try:
+            model = jaxport.from_exported_program(ep)
+        except UnsupportedOpsError as e:
+            return None, Outcome("unconvertible", "missing " + ", ".join(e.ops), tuple(e.ops))
+        except ExportError as e:
+            return None, Outcome("unconvertible", f"{type(e).__name__}: {str(e)[:200]}")
+        except Exception as e:
+            return None, Outcome("failed", f"conversion crashed: {type(e).__name__}: {str(e)[:200]}")
+    model.strict = True
+    return model, None
+
+
+def _torch_derivatives(module, tensors, wrt, path, generator=None, directions=None):
+    """(outputs compared, PyTorch's derivatives, directions): gradients in the `wrt` inputs for
+    random cotangents of the differentiable outputs ("vjp"), or the outputs' tangents for random
+    tangents of the `wrt` inputs ("jvp"); `directions` given, those are used instead of drawn."""
+    leaves = [t.detach().clone().requires_grad_(i in wrt) for i, t in enumerate(tensors)]
+    torch.manual_seed(0)
+    if path == "vjp":
+        outputs = harness._flat_outputs(module(*leaves))
+        picked = [i for i, o in enumerate(outputs) if _differentiable(o) and o.requires_grad]
+        if directions is None:
+            directions = [_random_like(outputs[i], generator) for i in picked]
+        want = torch.autograd.grad([outputs[i] for i in picked], [leaves[i] for i in wrt], directions,
+                                   allow_unused=True, materialize_grads=True) if picked else []
+        return picked, list(want), directions
+    if directions is None:
+        directions = [_random_like(tensors[i], generator) for i in wrt]
+    with forward_ad.dual_level():
+        duals = list(leaves)
+        for i, tangent in zip(wrt, directions):
+            duals[i] = forward_ad.make_dual(tensors[i].detach(), tangent)
+        unpacked = [forward_ad.unpack_dual(o) if isinstance(o, torch.Tensor) else None
+                    for o in harness._flat_outputs(module(*duals))]
+    # An output without a tangent is one PyTorch's forward mode leaves undefined (batch norm's
+    # saved statistics) or one no input reaches: neither is compared.
+    picked = [i for i, o in enumerate(unpacked) if o is not None and _differentiable(o.primal) and o.tangent is not None]
+    return picked, [unpacked[i].tangent for i in picked], directions
+
+
+#: The dtype a sample is widened to for `_no_less_accurate`.
+_WIDE = {torch.float32: torch.float64, torch.float16: torch.float64, torch.bfloat16: torch.float64,
+         torch.complex64: torch.complex128}
+
+
+def _no_less_accurate(module, tensors, wrt, path, directions, got, want) -> str:
+    """Empty when jaxport's derivatives `got` are, element by element, no further than PyTorch's
+    `want` from PyTorch's derivatives of the same sample in float64 (or complex128): the two
+    libraries' derivative formulas round differently, and where PyTorch's is the less accurate
+    one the usual tolerance would blame jaxport."""
+    def widened(t):
+        return t.to(_WIDE[t.dtype]) if isinstance(t, torch.Tensor) and t.dtype in _WIDE else t
+
+    _, exact, _ = _torch_derivatives(module, [widened(t) for t in tensors], wrt, path,
+                                     directions=[widened(d) for d in directions])
+    for i, (g, w, x) in enumerate(zip(got, want, exact)):
+        rtol, atol = GRADIENT_TOLERANCES[w.dtype]
+        ours = harness._parts(dlpack.to_torch(np.asarray(g)).to(x.dtype))
+        theirs, x = harness._parts(w.detach().resolve_conj().to(x.dtype)), harness._parts(x.resolve_conj())
+        slack = (theirs - x).abs() + atol + rtol * x.abs()
+        worse = ((ours - x).abs() > slack) & ~(ours.isnan() & x.isnan())
+        if worse.any():
+            return f"derivative {i}: {int(worse.sum())} elements further from float64 than PyTorch"
+    return ""
+
+
+def run_gradient_sample(op, sample, dtype, path: str, *, seed: int = 0) -> Outcome:
+    """One sample's derivatives on `path` ("vjp" or "jvp"), jaxport's against PyTorch's.
+
+    The cotangents (or tangents) are drawn from a generator seeded by the op's name and `seed`.
+    Samples PyTorch cannot differentiate, or whose outputs do not depend differentiably on an
+    input, are "unexportable" (out of scope); random ops are compared by shape only. A float32,
+    complex64 or half sample outside the tolerance passes where jaxport is no further than PyTorch
+    from PyTorch's float64 derivatives (`_no_less_accurate`).
+    """
+    module, tensors = harness._sample_module(op, sample, functools.partial(_differentiated_function, op, sample))
+    marked = [t.requires_grad for t in pytree.tree_leaves((sample.input, tuple(sample.args), dict(sample.kwargs)))
+              if isinstance(t, torch.Tensor)]
+    wrt = [i for i, t in enumerate(tensors) if _differentiable(t) and marked[i]]
+    if not wrt:
+        return Outcome("unexportable", "no differentiable input")
+    generator = torch.Generator().manual_seed(zlib.crc32(harness.opinfo_id(op).encode()) + seed)
+    try:
+        picked, want, directions = _torch_derivatives(module, tensors, wrt, path, generator)
+    except Exception as e:
+        return Outcome("unexportable", f"PyTorch autograd fails: {type(e).__name__}")
+    if not picked:
+        return Outcome("unexportable", "no differentiable output")
+
+    model, refused = _converted(module, tensors)
+    if refused:
+        return refused
+    ops = tuple(sorted(model.program.ops()))
+    inputs = [dlpack.to_jax(t.detach()) for t in tensors]
+    values = op.name not in harness.UNCHECKED_VALUES and not harness._draws_random(model, inputs)
+
+    def differentiated(*args):
+        full = list(inputs)
+        for i, x in zip(wrt, args):
+            full[i] = x
+        outputs = harness._flat_outputs(model.apply(model.params, *full))
+        return [outputs[i] for i in picked]
+
+    primals = [inputs[i] for i in wrt]
+    try:
+        if path == "vjp":
+            _, pullback = jax.vjp(differentiated, *primals)
+            got = [jnp.conj(g) for g in pullback([jnp.conj(dlpack.to_jax(d)) for d in directions])]
+        else:
+            _, got = jax.jvp(differentiated, primals, [dlpack.to_jax(d) for d in directions])
+    except Exception as e:
+        return Outcome("failed", f"{path}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}", ops)
+    if not values:
+        return Outcome("passed", "", ops)
+    why = _judge(got, want, dtype, "gradient" if path == "vjp" else "tangent")
+    if why and dtype in _WIDE:
+        closer = _no_less_accurate(module, tensors, wrt, path, directions, got, want)
+        why = closer and f"{why} ({closer})"
+    return Outcome("failed", f"{path}: {why}", ops) if why else Outcome("passed", "", ops)
