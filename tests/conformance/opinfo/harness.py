@@ -204,11 +204,12 @@ TIE_ORDER_INDICES = {
 }
 
 
-#: Ops whose eigen- or singular vectors are unique only up to sign (LAPACK builds pick
-#: differently): {op: {vector output: the axis a vector runs along}}. Each vector is compared
+#: Ops whose eigen- or singular vectors are unique only up to sign, or a unit phase where complex
+#: (LAPACK builds pick differently): {op: {vector output: the axis a vector runs along}}. Each vector is compared
 #: after making its largest entry positive; of a full SVD's U and V only the min(m, n)
 #: vectors paired with singular values are defined, the rest only span a complement.
 SIGN_FREE_VECTORS = {
+    "linalg.eig": {1: -2},
     "linalg.eigh": {1: -2},
     "linalg.svd": {0: -2, 2: -1},
     "pca_lowrank": {0: -2, 2: -2},

@@ -105,6 +105,26 @@ def aten_fft_hfftn(self, s=None, dim=None, norm=None):
     return _hfftn(self, s, dim, norm)
 
 
+@aten("fft_ihfftn.default")
+def aten_fft_ihfftn(self, s=None, dim=None, norm=None):
+    """fft_ihfftn(Tensor self, SymInt[1]? s=None, int[1]? dim=None, str? norm=None) -> Tensor"""
+    # The inverse of a Hermitian-output transform: the conjugate of the real forward transform
+    # with the normalization swapped (the last dim halved, as rfftn's).
+    c = _complex(self)
+    x = self.astype(_real_dtype(c))
+    if dim is None:
+        dim = range(-len(s), 0) if s is not None else range(x.ndim)
+    axes = [canonical_dim(d, x.ndim) for d in dim]
+    sizes = [x.shape[a] if s is None or s[i] == -1 else int(s[i]) for i, a in enumerate(axes)]
+    return jnp.conj(jnp.fft.rfftn(x, s=sizes, axes=axes, norm=_SWAPPED[norm])).astype(c.dtype)
+
+
+@aten("fft_ihfft2.default")
+def aten_fft_ihfft2(self, s=None, dim=(-2, -1), norm=None):
+    """fft_ihfft2(Tensor self, SymInt[1]? s=None, int[1] dim=[-2,-1], str? norm=None) -> Tensor"""
+    return aten_fft_ihfftn(self, s, dim, norm)
+
+
 @aten("fft_irfft.default")
 def aten_fft_irfft(self, n=None, dim=-1, norm=None):
     """fft_irfft(Tensor self, SymInt? n=None, int dim=-1, str? norm=None) -> Tensor"""

@@ -61,9 +61,35 @@ def _scatter(self, dim, index, src, how):
     )
     if jnp.ndim(src):
         src = _at_least_1d(src)[tuple(slice(0, n) for n in idx.shape)].astype(x.dtype)
+        if how == "multiply" and jnp.issubdtype(x.dtype, jnp.inexact):
+            return _scatter_product(x, src, *key).reshape(self.shape)
     else:
         src = fill_value(src, x.dtype)
     return _update(x.at[key], how, src, x.dtype).reshape(self.shape)
+
+
+@jax.custom_jvp
+def _scatter_product(x, src, *key):
+    """x with src multiplied in at `key` (repeated positions take every factor)."""
+    return x.at[key].multiply(src)
+
+
+@_scatter_product.defjvp
+def _scatter_product_jvp(primals, tangents):
+    # JAX differentiates a multiplying scatter only at unique indices. As PyTorch's backward: a
+    # factor's derivative is the product of the others at its position, taken without dividing
+    # by a zero (one zero there: the others' product for it, 0 for the rest; two: 0 for all).
+    x, src, *key = primals
+    dx, dsrc = tangents[:2]
+    key = tuple(key)
+    zero = src == 0
+    zeros = jnp.zeros(x.shape, np.int32).at[key].add(zero.astype(np.int32))
+    nonzero_product = jnp.ones_like(x).at[key].multiply(jnp.where(zero, jnp.ones((), src.dtype), src))
+    product = jnp.where(zeros > 0, jnp.zeros((), x.dtype), nonzero_product)
+    zeros_at, nonzero_at = zeros[key], nonzero_product[key]
+    others = jnp.where(zeros_at == 0, nonzero_at / jnp.where(zero, jnp.ones((), src.dtype), src),
+                       jnp.where((zeros_at == 1) & zero, nonzero_at, jnp.zeros((), src.dtype)))
+    return _scatter_product(x, src, *key), dx * product + x * jnp.zeros_like(x).at[key].add(dsrc * others)
 
 
 def _scatter_reduce(self, dim, index, src, reduce, include_self=True):

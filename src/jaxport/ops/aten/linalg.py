@@ -438,6 +438,43 @@ def aten_linalg_eigh(self, UPLO="L"):
     return aten__linalg_eigh(self, UPLO)
 
 
+@aten("linalg_eig.default")
+def aten_linalg_eig(self):
+    """linalg_eig(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)"""
+    # LAPACK's geev on both sides: eigenvalues in its order, each eigenvector of unit norm (its
+    # phase is free: PyTorch's and JAX's builds may choose differently).
+    values, vectors = _eig(self)
+    dtype = self.dtype if jnp.iscomplexobj(self) else (np.complex128 if self.dtype == np.float64 else np.complex64)
+    return values.astype(dtype), vectors.astype(dtype)
+
+
+@jax.custom_jvp
+def _eig(A):
+    return jnp.linalg.eig(A)
+
+
+@_eig.defjvp
+def _eig_jvp(primals, tangents):
+    # PyTorch's derivative (JAX has none for eigenvectors): with dP = V^-1 dA V, dL = diag(dP)
+    # and dV = V (dP / (L_j - L_i), off the diagonal), less the part that would change each
+    # eigenvector's norm.
+    (A,), (dA,) = primals, tangents
+    L, V = _eig(A)
+    dA = dA.astype(V.dtype)
+    dP = jnp.linalg.solve(V, dA @ V)
+    off = ~jnp.eye(A.shape[-1], dtype=bool)
+    gaps = L[..., None, :] - L[..., :, None]
+    dV = V @ jnp.where(off, dP / jnp.where(off, gaps, jnp.ones((), gaps.dtype)), jnp.zeros((), dP.dtype))
+    dV = dV - V * jnp.real(jnp.sum(jnp.conj(V) * dV, axis=-2)).astype(V.dtype)[..., None, :]
+    return (L, V), (jnp.diagonal(dP, axis1=-2, axis2=-1), dV)
+
+
+@aten("linalg_eigvals.default")
+def aten_linalg_eigvals(self):
+    """linalg_eigvals(Tensor self) -> Tensor"""
+    return aten_linalg_eig(self)[0]
+
+
 @aten("linalg_eigvalsh.default")
 def aten_linalg_eigvalsh(self, UPLO="L"):
     """linalg_eigvalsh(Tensor self, str UPLO="L") -> Tensor"""
@@ -447,7 +484,31 @@ def aten_linalg_eigvalsh(self, UPLO="L"):
 @aten("linalg_householder_product.default")
 def aten_linalg_householder_product(input, tau):
     """linalg_householder_product(Tensor input, Tensor tau) -> Tensor"""
-    return lax.linalg.householder_product(input, tau)
+    return _householder_product(input, tau)
+
+
+@jax.custom_jvp
+def _householder_product(A, tau):
+    """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^H (LAPACK's orgqr/ungqr)."""
+    return lax.linalg.householder_product(A, tau)
+
+
+def _householder_product_explicit(A, tau):
+    """`_householder_product` as k rank-one updates, which JAX can differentiate (its LAPACK call
+    has no derivative rule)."""
+    m, n = A.shape[-2:]
+    rows = jnp.arange(m)
+    Q = jnp.broadcast_to(jnp.eye(m, dtype=A.dtype), A.shape[:-2] + (m, m))
+    for i in range(tau.shape[-1]):
+        v = jnp.where(rows == i, jnp.ones((), A.dtype), jnp.where(rows > i, A[..., :, i], jnp.zeros((), A.dtype)))
+        Qv = jnp.einsum("...ij,...j->...i", Q, v)
+        Q = Q - tau[..., i, None, None] * Qv[..., :, None] * jnp.conj(v)[..., None, :]
+    return Q[..., :, :n]
+
+
+@_householder_product.defjvp
+def _householder_product_jvp(primals, tangents):
+    return _householder_product(*primals), jax.jvp(_householder_product_explicit, primals, tangents)[1]
 
 
 @aten("linalg_inv.default")
@@ -749,7 +810,7 @@ def aten_ormqr(self, input2, input3, left=True, transpose=False):
     # Householder reflectors with tau = 0 are the identity: pad to the full m x m Q.
     a = jnp.pad(self[..., :, :k], [(0, 0)] * (self.ndim - 1) + [(0, size - k)])
     tau = jnp.pad(input2, [(0, 0)] * (input2.ndim - 1) + [(0, size - k)])
-    q = lax.linalg.householder_product(a, tau)
+    q = _householder_product(a, tau)
     if transpose:
         q = jnp.conj(jnp.swapaxes(q, -1, -2))
     q, c = _batch_broadcast(q, input3)

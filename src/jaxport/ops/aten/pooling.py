@@ -8,6 +8,7 @@ float16/bfloat16 averages accumulate in float32.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -270,14 +271,26 @@ def _max_unpool(self, indices, output_size):
     nd = len(output_size)
     lead = self.shape[: self.ndim - nd]
     rows = math.prod(lead)
-    vals = self.reshape(rows, -1)
-    idx = indices.reshape(rows, -1)
-    out = (
-        jnp.zeros((rows, math.prod(output_size)), self.dtype)
-        .at[jnp.arange(rows)[:, None], idx]
-        .set(vals)
-    )
+    out = _scatter_rows(self.reshape(rows, -1), indices.reshape(rows, -1), math.prod(output_size))
     return out.reshape(lead + tuple(output_size))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _scatter_rows(vals, idx, width):
+    """Row i of `vals` written at positions `idx[i]` of a zero row of `width`."""
+    return jnp.zeros((vals.shape[0], width), vals.dtype).at[jnp.arange(vals.shape[0])[:, None], idx].set(vals)
+
+
+@_scatter_rows.defjvp
+def _scatter_rows_jvp(width, primals, tangents):
+    # PyTorch's max_unpool backward gathers the gradient at every index, so an input whose index
+    # another input shares gets it too (where the written value is only one of them): the tangent
+    # scattered by addition is the map whose transpose is that gather. (PyTorch's forward mode
+    # writes the tangents as the values, so at repeated indices its two modes disagree.)
+    vals, idx = primals
+    rows = jnp.arange(vals.shape[0])[:, None]
+    return (_scatter_rows(vals, idx, width),
+            jnp.zeros((vals.shape[0], width), vals.dtype).at[rows, idx].add(tangents[0]))
 
 
 def _max_pool_backward(grad_output, self, indices, nd):

@@ -29,7 +29,7 @@ def _same_dtype(fn, self):
     return fn(self.astype(opmath_type(self.dtype))).astype(self.dtype)
 
 
-@aten("_conj.default", "conj_physical.default")
+@aten("_conj.default", "conj_physical.default", "_conj_physical.default")
 def aten__conj(self):
     """_conj(Tensor(a) self) -> Tensor(a)"""
     # JAX has no lazy conjugate bit: conjugating is a real op, and a no-op on real dtypes.

@@ -21,6 +21,8 @@ from tests.conformance.expectations import Expected
 #: reference inputs (test_opinfo.py's "reference" and "eager_reference").
 SPECIAL = ("special",)
 REFERENCE = ("reference", "eager_reference")
+#: The gradient paths (reverse and forward mode), which read only their own entries.
+GRADIENTS = ("vjp", "jvp")
 
 
 def samples(*indices: int) -> tuple[str, ...]:

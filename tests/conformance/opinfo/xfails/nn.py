@@ -16,22 +16,27 @@ _FUSED_COORDINATES = (
     "interpolating samples (nearest, and sample_inputs' smoother images, pass)"
 )
 
+_CHUNKED_CROSS_ENTROPY = Expected(
+    "torch_nn._linear_cross_entropy_batch_chunked is a custom op with no decomposition; no lowering "
+    "yet (the samples whose batch is chunked reach it)",
+    fails="missing", detail=r"^missing torch_nn\._linear_cross_entropy_batch_chunked\.default$",
+)
+_CHUNKED_CROSS_ENTROPY_NONE = Expected(
+    "torch_nn._linear_cross_entropy_batch_chunked_no_reduction is a custom op with no "
+    "decomposition; no lowering yet (the samples whose batch is chunked reach it)",
+    fails="missing", detail=r"^missing torch_nn\._linear_cross_entropy_batch_chunked_no_reduction\.default$",
+)
+
 EXPECTED_FAILURES: dict[str, Expected] = {
     "nn.functional.ctc_loss:*:eager": Expected(
         "no lowering yet for aten._ctc_loss, which PyTorch's eager ctc_loss calls for every sample "
         "(.default or .Tensor, by the type of the lengths)",
         fails="missing", detail=r"^missing aten\._ctc_loss\.(default|Tensor)$",
     ),
-    "nn.functional.linear_cross_entropy.chunked": Expected(
-        "torch_nn._linear_cross_entropy_batch_chunked is a custom op with no decomposition; no lowering "
-        "yet (the samples whose batch is chunked reach it)",
-        fails="missing", detail=r"^missing torch_nn\._linear_cross_entropy_batch_chunked\.default$",
-    ),
-    "nn.functional.linear_cross_entropy.chunked_none": Expected(
-        "torch_nn._linear_cross_entropy_batch_chunked_no_reduction is a custom op with no "
-        "decomposition; no lowering yet (the samples whose batch is chunked reach it)",
-        fails="missing", detail=r"^missing torch_nn\._linear_cross_entropy_batch_chunked_no_reduction\.default$",
-    ),
+    **{key: _CHUNKED_CROSS_ENTROPY for key in ("nn.functional.linear_cross_entropy.chunked",
+                                               "nn.functional.linear_cross_entropy.chunked:*:vjp")},
+    **{key: _CHUNKED_CROSS_ENTROPY_NONE for key in ("nn.functional.linear_cross_entropy.chunked_none",
+                                                    "nn.functional.linear_cross_entropy.chunked_none:*:vjp")},
     **on_paths(SPECIAL, {VECTORIZED_ZERO_SIGN: ("nn.functional.softshrink",)}),
     # bilinear (0-5) and bicubic (12-17) by padding mode and align_corners: op by op those with
     # align_corners=False, jitted also bicubic's with align_corners=True and bilinear's zeros

@@ -152,3 +152,9 @@ def cast(dtype: torch.dtype) -> Expected:
     """`INTEGER_CAST` for a cast to `dtype`: its differences only where the float is NaN, an
     infinity or out of `dtype`'s range."""
     return dataclasses.replace(INTEGER_CAST, values=not_representable(dtype))
+
+#: torch.complex32 (complex half): the op's input or output has it.
+COMPLEX32 = Expected(
+    "JAX has no complex32 (complex half) dtype, so jaxport refuses torch.complex32 by name",
+    fails="error:TypeError", detail=r"jaxport does not support torch dtype torch\.complex32",
+)
