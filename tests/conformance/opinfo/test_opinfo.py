@@ -1,8 +1,8 @@
 """OpInfo conformance: PyTorch's own op database, through torch.export -> jaxport vs PyTorch eager.
 
 The default smoke level (CI, `make test`) runs one sample of each op: in float32 and one more
-dtype on the graph path (int64, bool or float16, taking turns by op, so each is covered across
-the library), in float32 on the eager and reference paths, and in float32 on the decompose-
+dtype on the graph path (int64, bool, float16, complex64 or float64, taking turns by op, so each
+is covered across the library), in float32 on the eager and reference paths, and in float32 on the decompose-
 everything ("core") path for every third op; converted samples run under `jax.jit` only (op by
 op too where a model cannot be jitted). `--opinfo=standard` (`make opinfo-smoke`) runs all four
 dtypes with two samples, op by op and jitted, every op on every path; `--opinfo=wide`
@@ -55,7 +55,7 @@ SMOKE_CORE_SHARE = 3
 
 #: `ROTATED` in place of dtypes: float32 and one more of `ROTATED_DTYPES` per op (`level_dtypes`).
 ROTATED = "float32 and one more"
-ROTATED_DTYPES = (torch.int64, torch.bool, torch.float16)
+ROTATED_DTYPES = (torch.int64, torch.bool, torch.float16, torch.complex64, torch.float64)
 
 LEVELS = {
     "smoke": {

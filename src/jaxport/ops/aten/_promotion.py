@@ -120,6 +120,24 @@ def float_type(dtype) -> np.dtype:
     return np.dtype(dtype) if category(dtype) >= _FLOAT else np.dtype(np.float32)
 
 
+def real_type(dtype) -> np.dtype:
+    """The real dtype of a complex dtype's parts (complex64 -> float32); other dtypes as they are."""
+    dtype = np.dtype(dtype)
+    return np.dtype(jnp.finfo(dtype).dtype) if category(dtype) == _COMPLEX else dtype
+
+
+def norm_dtypes(x_dtype, dtype=None) -> tuple[np.dtype, np.dtype]:
+    """(the dtype a norm computes in, its output dtype) for an input of `x_dtype` and its `dtype=`
+    argument. A complex input's norm is real, and torch.export records that real dtype, which the
+    frontend passes as `dtype=`: the input is then computed as the complex dtype of that
+    precision, never cast to the real one (which would drop its imaginary parts)."""
+    if category(x_dtype) == _COMPLEX:
+        out = real_type(dtype if dtype is not None else x_dtype)
+        return _to_complex(out), out
+    out = np.dtype(dtype) if dtype is not None else float_type(x_dtype)
+    return opmath_type(out), out
+
+
 def opmath_type(dtype) -> np.dtype:
     """The dtype PyTorch computes in: float16/bfloat16 widen to float32."""
     dtype = np.dtype(dtype)

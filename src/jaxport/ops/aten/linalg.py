@@ -28,7 +28,7 @@ from jax import lax
 
 from ..registry import aten, custom
 from ._grouped import grouped_rows
-from ._promotion import canonical, opmath_type, promote, result_type, rounded_as
+from ._promotion import canonical, norm_dtypes, opmath_type, promote, result_type, rounded_as
 from .reduction import p_norm
 
 
@@ -557,14 +557,18 @@ def aten_linalg_lu_factor(A, *, pivot=True, check_errors=False):
 @aten("linalg_lu_solve.default")
 def aten_linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     """linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor"""
-    # X A = B is A^T X^T = B^T: a right solve is a left solve of the transposed system.
-    if not left:
-        B = jnp.swapaxes(B, -1, -2)
-    trans = int(adjoint) ^ int(not left)
-    lu, rhs = _batch_broadcast(LU, B)
+    # A right solve is a left solve of the transposed system: X A = B is A^T X^T = B^T, and
+    # X A^H = B is conj(A) X^T = B^T, that is A conj(X^T) = conj(B^T).
+    if left:
+        lu, rhs = _batch_broadcast(LU, B)
+    else:
+        lu, rhs = _batch_broadcast(LU, jnp.swapaxes(B, -1, -2))
     piv = jnp.broadcast_to(pivots - 1, lu.shape[:-2] + pivots.shape[-1:])
-    out = jsl.lu_solve((lu, piv), rhs, trans=trans)
-    return out if left else jnp.swapaxes(out, -1, -2)
+    if left:
+        return jsl.lu_solve((lu, piv), rhs, trans=2 if adjoint else 0)  # 2: A^H, A^T for real A
+    if adjoint:
+        return jnp.swapaxes(jnp.conj(jsl.lu_solve((lu, piv), jnp.conj(rhs), trans=0)), -1, -2)
+    return jnp.swapaxes(jsl.lu_solve((lu, piv), rhs, trans=1), -1, -2)
 
 
 @aten("linalg_matrix_exp.default", "matrix_exp.default")
@@ -578,9 +582,8 @@ def aten_linalg_matrix_exp(self):
 @aten("linalg_matrix_norm.default", "linalg_matrix_norm.str_ord")
 def aten_linalg_matrix_norm(self, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     """linalg_matrix_norm.str_ord(Tensor self, str ord="fro", int[] dim=[-2,-1], bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    out_dtype = np.dtype(dtype) if dtype is not None else np.dtype(self.dtype)
-    x = self.astype(opmath_type(out_dtype))
-    return _matrix_norm(x, ord, tuple(dim), keepdim).astype(out_dtype)
+    compute, out_dtype = norm_dtypes(self.dtype, dtype)
+    return _matrix_norm(self.astype(compute), ord, tuple(dim), keepdim).astype(out_dtype)
 
 
 @aten("linalg_matrix_power.default")
@@ -615,8 +618,8 @@ def aten_linalg_multi_dot(tensors):
 @aten("linalg_norm.default", "linalg_norm.ord_str")
 def aten_linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     """linalg_norm(Tensor A, Scalar? ord=None, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    out_dtype = np.dtype(dtype) if dtype is not None else np.dtype(A.dtype)
-    x = A.astype(opmath_type(out_dtype))
+    compute, out_dtype = norm_dtypes(A.dtype, dtype)
+    x = A.astype(compute)
     if isinstance(ord, str) or (dim is not None and len(dim) == 2) or (dim is None and ord is not None and A.ndim == 2):
         axes = tuple(dim) if dim is not None else (-2, -1)
         return _matrix_norm(x, "fro" if ord is None else ord, axes, keepdim).astype(out_dtype)
@@ -764,6 +767,9 @@ def aten_linear(input, weight, bias=None):
 def aten_logdet(self):
     """logdet(Tensor self) -> Tensor"""
     sign, logabsdet = jnp.linalg.slogdet(self)
+    if jnp.iscomplexobj(self):  # the complex logarithm: log|det| + i arg(det)
+        out = lax.complex(logabsdet, jnp.angle(sign))
+        return jnp.where(sign == 0, jnp.asarray(-jnp.inf, out.dtype), out)
     return jnp.where(sign < 0, jnp.nan, jnp.where(sign == 0, -jnp.inf, logabsdet)).astype(logabsdet.dtype)
 
 

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from ..registry import aten
-from ._promotion import float_type, opmath_type, result_type
+from ._promotion import float_type, opmath_type, real_type, result_type
 from .reduction import p_norm
 
 
@@ -41,7 +41,7 @@ def _pairwise_distance(x1, x2, p, eps, keepdim):
     diff = (x1 - x2).astype(dtype) + jnp.asarray(eps, dtype)
     if ndim == 0:
         return jnp.abs(diff)
-    return p_norm(diff.astype(opmath_type(diff.dtype)), p, ndim - 1, keepdim).astype(diff.dtype)
+    return p_norm(diff.astype(opmath_type(diff.dtype)), p, ndim - 1, keepdim).astype(real_type(diff.dtype))
 
 
 def _nll(logp, target, weight, reduction, ignore_index):
@@ -193,7 +193,7 @@ def aten_kl_div(self, target, reduction=1, *, log_target=False):
 def aten_l1_loss(self, target, reduction=1):
     """l1_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
     (x, t), dtype = _prepare(self, target)
-    return _reduce(jnp.abs(x - t), reduction).astype(dtype)
+    return _reduce(jnp.abs(x - t), reduction).astype(real_type(dtype))  # a modulus for complex inputs
 
 
 @aten("margin_ranking_loss.default")

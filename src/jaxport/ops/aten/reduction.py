@@ -17,7 +17,15 @@ import numpy as np
 from jax import lax
 
 from ..registry import aten
-from ._promotion import canonical, canonical_dim, float_type, is_floating, is_integral, opmath_type
+from ._promotion import (
+    canonical,
+    canonical_dim,
+    float_type,
+    is_floating,
+    is_integral,
+    norm_dtypes,
+    opmath_type,
+)
 
 
 def _index_dtype():
@@ -77,12 +85,20 @@ def _sort(x, axis: int, descending: bool):
 
 def _var(self, dim, correction, keepdim, *, take_sqrt=False, welford_mean=False):
     """Variance (or with `take_sqrt` the standard deviation) with PyTorch's divisor
-    max(0, N - correction): (var or std, mean) in opmath, and the output dtype.
+    max(0, N - correction): (var or std, mean) in opmath, and the variance's output dtype (the
+    mean's too, except that a complex input's mean is complex).
 
     PyTorch's Welford pass accumulates in double, and its running mean does not overflow where
     the values do not. Where the plain two passes give a mean or sum of squares that is not
     finite (float-max values, NaN or inf), `_scaled_moments` takes over.
     """
+    if jnp.iscomplexobj(self):
+        # |x - mean|^2 summed is the real parts' squares plus the imaginary parts': the variance
+        # is real, the mean complex
+        (real_var, real_mean, out_dtype), (imag_var, imag_mean, _) = (
+            _var(part, dim, correction, keepdim, welford_mean=welford_mean) for part in (jnp.real(self), jnp.imag(self)))
+        var = real_var + imag_var
+        return (jnp.sqrt(var) if take_sqrt else var), lax.complex(real_mean, imag_mean), out_dtype
     axes = _axes(dim, self.ndim)
     out_dtype = float_type(self.dtype)
     x = self.astype(opmath_type(out_dtype))
@@ -187,9 +203,9 @@ def p_norm(x, p, axes, keepdims):
 
 
 def _vector_norm(self, ord, dim, keepdim, dtype):
-    out_dtype = np.dtype(dtype) if dtype is not None else float_type(self.dtype)
+    compute, out_dtype = norm_dtypes(self.dtype, dtype)
     axes = _axes(dim, self.ndim)
-    return p_norm(self.astype(opmath_type(out_dtype)), ord, axes, keepdim).astype(out_dtype)
+    return p_norm(self.astype(compute), ord, axes, keepdim).astype(out_dtype)
 
 
 def _softmax(fn, self, dim, out_dtype):
@@ -680,7 +696,7 @@ def aten_std_mean(self, dim=None, unbiased=True, keepdim=False, *, correction=No
     if correction is None:
         correction = 1 if unbiased else 0
     std, mean, out_dtype = _var(self, dim, correction, keepdim, take_sqrt=True, welford_mean=True)
-    return std.astype(out_dtype), mean.astype(out_dtype)
+    return std.astype(out_dtype), mean.astype(self.dtype if jnp.iscomplexobj(self) else out_dtype)
 
 
 @aten("sum.default", "sum.dim_IntList")
@@ -721,4 +737,4 @@ def aten_var_mean(self, dim=None, unbiased=True, keepdim=False, *, correction=No
     if correction is None:
         correction = 1 if unbiased else 0
     var, mean, out_dtype = _var(self, dim, correction, keepdim, welford_mean=True)
-    return var.astype(out_dtype), mean.astype(out_dtype)
+    return var.astype(out_dtype), mean.astype(self.dtype if jnp.iscomplexobj(self) else out_dtype)
