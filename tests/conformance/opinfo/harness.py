@@ -94,6 +94,8 @@ HALF_ACCURACY_REFERENCE = {
     "truncating (139.0 for -8.4766 / -0.0610, where its scalar path and float64 give 138)",
     "floor_divide": "the CPU kernel's steps ((a - fmod(a, b)) / b, its correction and floor) "
     "each round to half: -8.546875 // 0.0090027 gives -951 where float64 gives -950",
+    "gradient": "the composite rounds each difference and its division by the spacing to half "
+    "(jaxport computes each in float32 and rounds once)",
     "grid_sampler_2d": "the CPU kernel computes coordinates, weights and sums in half, rounding "
     "each step (jaxport computes in float32)",
     "grid_sampler_3d": "the CPU kernel computes coordinates, weights and sums in half, rounding "
