@@ -126,6 +126,14 @@ def real_type(dtype) -> np.dtype:
     return np.dtype(jnp.finfo(dtype).dtype) if category(dtype) == _COMPLEX else dtype
 
 
+def cast(x, dtype) -> jax.Array:
+    """`x` as `dtype`, as PyTorch casts: a complex value made real keeps its real part (JAX will
+    refuse that cast, as PyTorch warns of it)."""
+    if jnp.iscomplexobj(x) and category(dtype) != _COMPLEX:
+        x = jnp.real(x)
+    return x.astype(dtype)
+
+
 def norm_dtypes(x_dtype, dtype=None) -> tuple[np.dtype, np.dtype]:
     """(the dtype a norm computes in, its output dtype) for an input of `x_dtype` and its `dtype=`
     argument. A complex input's norm is real, and torch.export records that real dtype, which the

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..registry import aten, prims
-from ._promotion import canonical, fill_value, float_type, opmath_type, result_type
+from ._promotion import canonical, cast, fill_value, float_type, opmath_type, result_type
 
 
 def _full(size, value, dtype):
@@ -52,7 +52,7 @@ def _constant(values: np.ndarray, dtype) -> jax.Array:
 @prims("convert_element_type.default")
 def prims_convert_element_type(a, dtype):
     """convert_element_type(Tensor a, ScalarType dtype) -> Tensor"""
-    return a.astype(dtype)
+    return cast(a, dtype)
 
 
 @aten("_local_scalar_dense.default", "item.default")
@@ -65,7 +65,7 @@ def aten__local_scalar_dense(self):
 @aten("_to_copy.default", "to.dtype_layout")
 def aten__to_copy(self, *, dtype=None, non_blocking=False, copy=False):
     """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
-    return self if dtype is None else self.astype(dtype)
+    return self if dtype is None else cast(self, dtype)
 
 
 @aten("arange.default", "arange.start", "arange.start_step")

@@ -20,6 +20,7 @@ from ..registry import aten
 from ._promotion import (
     canonical,
     canonical_dim,
+    cast,
     float_type,
     is_floating,
     is_integral,
@@ -197,6 +198,8 @@ def p_norm(x, p, axes, keepdims):
         return jnp.sum(a, axis=axes, keepdims=keepdims)
     powers = a * a if p == 2 else jnp.where(zero, 0, jnp.where(zero, 1, a) ** p) if 0 < p < 1 else a**p
     total = jnp.sum(powers, axis=axes, keepdims=keepdims)
+    if p < 0:  # a zero sum is an infinite norm here (every element infinite), nothing to guard
+        return total ** (1.0 / p)
     vanishes = total == 0
     safe = jnp.where(vanishes, 1, total)
     return jnp.where(vanishes, 0, jnp.sqrt(safe) if p == 2 else safe ** (1.0 / p))
@@ -518,7 +521,7 @@ def aten_linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None)
 def aten_log_softmax(self, dim, dtype=None):
     """log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
     out_dtype = np.dtype(dtype) if dtype is not None else np.dtype(self.dtype)
-    return _softmax(jax.nn.log_softmax, self.astype(out_dtype), dim, out_dtype)
+    return _softmax(jax.nn.log_softmax, cast(self, out_dtype), dim, out_dtype)
 
 
 @aten("logsumexp.default")
@@ -668,7 +671,7 @@ def aten_prod(self, dim=None, keepdim=False, *, dtype=None):
 def aten_softmax(self, dim, dtype=None):
     """softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
     out_dtype = np.dtype(dtype) if dtype is not None else np.dtype(self.dtype)
-    return _softmax(jax.nn.softmax, self.astype(out_dtype), dim, out_dtype)
+    return _softmax(jax.nn.softmax, cast(self, out_dtype), dim, out_dtype)
 
 
 @aten("sort.default", "sort.stable")

@@ -36,7 +36,7 @@ EXPECTED_FAILURES: dict[str, Expected] = {
     "chalf": COMPLEX32,
     "complex:torch.float16": COMPLEX32,
     "view_as_complex:torch.float16": COMPLEX32,
-    **on_paths(("vjp",), {COMPLEX32: ("chalf",)}),
+    **on_paths(("vjp", *SPECIAL), {COMPLEX32: ("chalf",)}),
     **on_paths(GRADIENTS, {COMPLEX32: ("complex:torch.float16", "view_as_complex:torch.float16")}),
     **on_paths(SPECIAL, {
         ZERO_TIES: ("clamp", "clamp_max", "clamp_min", "max.binary", "maximum", "min.binary", "minimum"),
