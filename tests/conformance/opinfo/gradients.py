@@ -19,7 +19,6 @@ tangent through the same real-linear map. Real inputs and outputs are unaffected
 from __future__ import annotations
 
 import functools
-import warnings
 import zlib
 
 import jax
@@ -29,9 +28,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.autograd import forward_ad
 
-import jaxport
 from jaxport import dlpack
-from jaxport.errors import ExportError, UnsupportedOpsError
 
 from . import harness
 from .harness import Outcome
@@ -101,26 +98,6 @@ def _judge(got, want, dtype, what: str) -> str:
     return ""
 
 
-def _converted(module, tensors):
-    """(model, None) for the sample converted by jaxport, else (None, its outcome)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            ep = torch.export.export(module, tuple(t.detach().clone() for t in tensors), strict=False)
-        except Exception as e:
-            return None, Outcome("unexportable", f"torch.export fails: {type(e).__name__}: {str(e)[:120]}")
-        try:
-            model = jaxport.from_exported_program(ep)
-        except UnsupportedOpsError as e:
-            return None, Outcome("unconvertible", "missing " + ", ".join(e.ops), tuple(e.ops))
-        except ExportError as e:
-            return None, Outcome("unconvertible", f"{type(e).__name__}: {str(e)[:200]}")
-        except Exception as e:
-            return None, Outcome("failed", f"conversion crashed: {type(e).__name__}: {str(e)[:200]}")
-    model.strict = True
-    return model, None
-
-
 def _torch_derivatives(module, tensors, wrt, path, generator=None, directions=None):
     """(outputs compared, PyTorch's derivatives, directions): gradients in the `wrt` inputs for
     random cotangents of the differentiable outputs ("vjp"), or the outputs' tangents for random
@@ -165,13 +142,11 @@ def _no_less_accurate(module, tensors, wrt, path, directions, got, want) -> str:
     _, exact, _ = _torch_derivatives(module, [widened(t) for t in tensors], wrt, path,
                                      directions=[widened(d) for d in directions])
     for i, (g, w, x) in enumerate(zip(got, want, exact)):
-        rtol, atol = GRADIENT_TOLERANCES[w.dtype]
         ours = harness._parts(dlpack.to_torch(np.asarray(g)).to(x.dtype))
-        theirs, x = harness._parts(w.detach().resolve_conj().to(x.dtype)), harness._parts(x.resolve_conj())
-        slack = (theirs - x).abs() + atol + rtol * x.abs()
-        worse = ((ours - x).abs() > slack) & ~(ours.isnan() & x.isnan())
-        if worse.any():
-            return f"derivative {i}: {int(worse.sum())} elements further from float64 than PyTorch"
+        theirs = harness._parts(w.detach().resolve_conj().to(x.dtype))
+        worse = harness.further_than_torch(ours, theirs, harness._parts(x.resolve_conj()), GRADIENT_TOLERANCES[w.dtype])
+        if worse:
+            return f"derivative {i}: {worse} elements further from float64 than PyTorch"
     return ""
 
 
@@ -198,7 +173,7 @@ def run_gradient_sample(op, sample, dtype, path: str, *, seed: int = 0) -> Outco
     if not picked:
         return Outcome("unexportable", "no differentiable output")
 
-    model, refused = _converted(module, tensors)
+    model, refused = harness.convert_sample(module, tensors)
     if refused:
         return refused
     ops = tuple(sorted(model.program.ops()))

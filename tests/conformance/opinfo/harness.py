@@ -435,21 +435,50 @@ def _compare(actual, expected, dtype, values: bool, tolerance=None, checks=None,
     return ""
 
 
+def convert_sample(module, tensors, decompose: str = "auto"):
+    """(model, None) for a sample's module exported and converted by jaxport (strict: a missing
+    lowering raises), else (None, the outcome that says why not)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ep = torch.export.export(module, tuple(t.detach().clone() for t in tensors), strict=False)
+        except Exception as e:
+            return None, Outcome("unexportable", f"torch.export fails: {type(e).__name__}: {str(e)[:120]}")
+        try:
+            model = jaxport.from_exported_program(ep, decompose=decompose)
+        except UnsupportedOpsError as e:
+            return None, Outcome("unconvertible", "missing " + ", ".join(e.ops), tuple(e.ops))
+        except ExportError as e:
+            return None, Outcome("unconvertible", f"{type(e).__name__}: {str(e)[:200]}")
+        except Exception as e:
+            if decompose == "core":
+                return None, Outcome("unexportable", f"run_decompositions fails: {type(e).__name__}")
+            return None, Outcome("failed", f"conversion crashed: {type(e).__name__}: {str(e)[:200]}")
+    model.strict = True
+    return model, None
+
+
+def further_than_torch(ours: torch.Tensor, theirs: torch.Tensor, exact: torch.Tensor,
+                       tolerance: tuple[float, float]) -> int:
+    """How many elements of jaxport's `ours` are further from the float64 `exact` than PyTorch's
+    `theirs` is, by more than `tolerance` (rtol, atol); all three float64, NaN matching NaN."""
+    rtol, atol = tolerance
+    slack = (theirs - exact).abs() + atol + rtol * exact.abs()
+    return int((((ours - exact).abs() > slack) & ~(ours.isnan() & exact.isnan())).sum())
+
+
 def _as_accurate_as_torch(module, tensors, actual, expected, dtype) -> str:
     """Empty when `actual` is elementwise no further than PyTorch's `expected` from a float64 run."""
     wide = [t.double() if t.is_floating_point() else t for t in tensors]
     with torch.no_grad():
         exact = _flat_outputs(module(*wide))
-    rtol, atol = TOLERANCES[dtype]
     for i, (a, e, x) in enumerate(zip(actual, expected, exact)):
         if not isinstance(e, torch.Tensor) or not e.is_floating_point():
             continue
-        ours = torch.from_numpy(np.asarray(a, np.float64))
-        theirs, x = e.double(), x.double()
-        slack = (theirs - x).abs() + atol + rtol * x.abs()
-        worse = ((ours - x).abs() > slack) & ~(ours.isnan() & x.isnan())
-        if worse.any():
-            return f"output {i}: {int(worse.sum())} elements further from float64 than PyTorch"
+        worse = further_than_torch(torch.from_numpy(np.asarray(a, np.float64)), e.double(), x.double(),
+                                   TOLERANCES[dtype])
+        if worse:
+            return f"output {i}: {worse} elements further from float64 than PyTorch"
     return ""
 
 
@@ -596,24 +625,10 @@ def run_sample(op, sample, dtype, *, decompose: str = "auto", special_values: bo
         return Outcome("unexportable", f"PyTorch eager fails: {type(e).__name__}")
     if _sparse(expected):
         return Outcome("unexportable", "sparse output")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            ep = torch.export.export(module, tuple(t.clone() for t in tensors), strict=False)
-        except Exception as e:
-            return Outcome("unexportable", f"torch.export fails: {type(e).__name__}: {str(e)[:120]}")
-        try:
-            model = jaxport.from_exported_program(ep, decompose=decompose)
-        except UnsupportedOpsError as e:
-            return Outcome("unconvertible", "missing " + ", ".join(e.ops), tuple(e.ops))
-        except ExportError as e:
-            return Outcome("unconvertible", f"{type(e).__name__}: {str(e)[:200]}")
-        except Exception as e:
-            if decompose == "core":
-                return Outcome("unexportable", f"run_decompositions fails: {type(e).__name__}")
-            return Outcome("failed", f"conversion crashed: {type(e).__name__}: {str(e)[:200]}")
+    model, refused = convert_sample(module, tensors, decompose)
+    if refused:
+        return refused
     ops = tuple(sorted(model.program.ops()))
-    model.strict = True
     inputs = [dlpack.to_jax(t) for t in tensors]
     values = op.name not in UNCHECKED_VALUES and not _draws_random(model, inputs)
     if not model.jittable and "eager" not in modes:
