@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..registry import aten, prims
-from ._promotion import canonical, cast, fill_value, float_type, opmath_type, result_type
+from ._promotion import canonical, cast, fill_value, float_type, opmath_type, real_type, result_type
 
 
 def _full(size, value, dtype):
@@ -33,6 +33,10 @@ def _float_dtype(dtype):
 
 
 def _uniform(key, shape, dtype, low=0.0, high=1.0):
+    """Uniform draws in [low, high); a complex dtype draws its two parts so, as PyTorch does."""
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        parts = _uniform(key, (*shape, 2), real_type(dtype), low, high)
+        return jax.lax.complex(parts[..., 0], parts[..., 1]).astype(dtype)
     compute = opmath_type(dtype)
     return jax.random.uniform(key, tuple(shape), compute, low, high).astype(dtype)
 

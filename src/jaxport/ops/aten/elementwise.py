@@ -406,7 +406,8 @@ def aten_equal(self, other):
 @aten("float_power.Tensor_Tensor", "float_power.Tensor_Scalar", "float_power.Scalar")
 def aten_float_power(self, exponent):
     """float_power.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
-    dtype = canonical(np.float64)
+    complex_operand = any(isinstance(x, complex) or jnp.iscomplexobj(x) for x in (self, exponent))
+    dtype = canonical(np.complex128 if complex_operand else np.float64)
     return jnp.power(as_array(self, dtype), as_array(exponent, dtype))
 
 
@@ -493,7 +494,7 @@ def aten_isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         self, other = self.astype(np.float32), other.astype(np.float32)
     scaled_dtype = result_type(other, rtol)
     allowed = jnp.abs(other.astype(scaled_dtype) * jnp.asarray(rtol, scaled_dtype))
-    allowed = allowed + jnp.asarray(atol, scaled_dtype)
+    allowed = allowed + jnp.asarray(atol, allowed.dtype)  # |rtol * other| is real for complex operands
     actual = jnp.abs(self - other)
     compare_dtype = result_type(actual, allowed)
     actual, allowed = actual.astype(compare_dtype), allowed.astype(compare_dtype)

@@ -87,7 +87,7 @@ def _grouped_rows(a, b, offs, dtype):
 def _hermitian(A, UPLO="L"):
     """The Hermitian matrix LAPACK sees when it reads only the `UPLO` triangle of A.
 
-    Differentiated as PyTorch differentiates eigh, eigvalsh and cholesky: their backward formulas
+    Differentiated as PyTorch differentiates eigh and eigvalsh: their backward formulas
     take A to be Hermitian and give Hermitian gradients, so a change dA acts as (dA + dA^H) / 2
     (not through the triangle alone, where the upper half would get no gradient).
     """
@@ -100,6 +100,32 @@ def _hermitian(A, UPLO="L"):
 def _hermitian_jvp(UPLO, primals, tangents):
     (A,), (dA,) = primals, tangents
     return _hermitian(A, UPLO), (dA + jnp.conj(jnp.swapaxes(dA, -1, -2))) / 2
+
+
+def _adjoint(x):
+    return jnp.conj(jnp.swapaxes(x, -1, -2))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _cholesky(A, UPLO="L"):
+    """The lower Cholesky factor L of the Hermitian matrix A's `UPLO` triangle gives (`_hermitian`).
+
+    Differentiated so that reverse mode is PyTorch's cholesky_backward for every A,
+    gA = L^-H Phi(L^H gL) L^-1 with Phi(Y) = (tril(Y) + tril(Y, -1)^H) / 2: the tangent map below
+    is that map's transpose. Along Hermitian directions dA it is PyTorch's forward mode too; along
+    others PyTorch's two modes disagree with each other for complex A (its backward is not the
+    transpose of its forward rule), and jaxport follows reverse mode, the one training uses.
+    """
+    return jnp.linalg.cholesky(_hermitian(A, UPLO), symmetrize_input=False)
+
+
+@_cholesky.defjvp
+def _cholesky_jvp(UPLO, primals, tangents):
+    (A,), (dA,) = primals, tangents
+    L = _cholesky(A, UPLO)
+    X = jsl.solve_triangular(L, dA, lower=True)
+    X = _adjoint(jsl.solve_triangular(L, _adjoint(X), lower=True))  # L^-1 dA L^-H
+    return L, L @ ((jnp.tril(X) + jnp.tril(_adjoint(X), -1)) / 2)
 
 
 def _batch_broadcast(a, b):
@@ -349,13 +375,21 @@ def _det(A):
     return jnp.linalg.det(A)
 
 
-@aten("dot.default", "vdot.default")
+def _inner(a, b, **kw):
+    return lax.dot_general(a, b, (((0,), (0,)), ((), ())), **kw)
+
+
+@aten("dot.default")
 def aten_dot(self, tensor):
     """dot(Tensor self, Tensor tensor) -> Tensor"""
-    out, dtype = _product(
-        lambda a, b, **kw: lax.dot_general(jnp.conj(a) if jnp.iscomplexobj(a) else a, b, (((0,), (0,)), ((), ())), **kw),
-        self, tensor,
-    )
+    out, dtype = _product(_inner, self, tensor)  # no conjugate: that is vdot
+    return out.astype(dtype)
+
+
+@aten("vdot.default")
+def aten_vdot(self, other):
+    """vdot(Tensor self, Tensor other) -> Tensor"""
+    out, dtype = _product(lambda a, b, **kw: _inner(jnp.conj(a) if jnp.iscomplexobj(a) else a, b, **kw), self, other)
     return out.astype(dtype)
 
 
@@ -401,7 +435,7 @@ def aten_linalg_cholesky(self, *, upper=False):
 @aten("linalg_cholesky_ex.default")
 def aten_linalg_cholesky_ex(self, *, upper=False, check_errors=False):
     """linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)"""
-    lower = jnp.linalg.cholesky(_hermitian(self), symmetrize_input=False)
+    lower = _cholesky(self, "U" if upper else "L")  # LAPACK reads the triangle it returns
     out = jnp.conj(jnp.swapaxes(lower, -1, -2)) if upper else lower
     return out, _info(self.shape[:-2])
 
@@ -637,10 +671,6 @@ def aten_linalg_pinv(self, *, atol=None, rtol=None, hermitian=False):
         rtol = max(self.shape[-2:]) * np.finfo(real).eps if atol is None else 0.0
     atol = jnp.zeros((), real) if atol is None else jnp.asarray(atol, real)
     return _pinv(self, atol, jnp.asarray(rtol, real), hermitian)
-
-
-def _adjoint(x):
-    return jnp.conj(jnp.swapaxes(x, -1, -2))
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(3,))

@@ -334,7 +334,7 @@ def aten_triplet_margin_loss(
     """triplet_margin_loss(Tensor anchor, Tensor positive, Tensor negative, float margin=1., float p=2., float eps=9.9999999999999995e-07, bool swap=False, int reduction=1) -> Tensor"""
     # Composite in PyTorch: distances and the margin arithmetic round to the input dtype.
     common = result_type(anchor, positive, negative)
-    dtype = float_type(common)
+    dtype = real_type(float_type(common))  # distances of complex vectors are real
     a, pos, neg = (x.astype(common) for x in (anchor, positive, negative))
     d_pos = _pairwise_distance(a, pos, p, eps, False)
     d_neg = _pairwise_distance(a, neg, p, eps, False)

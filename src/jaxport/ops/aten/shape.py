@@ -490,10 +490,10 @@ def aten_mT(self):
     return jnp.swapaxes(self, -2, -1)
 
 
-@aten("mH.default", "adjoint.default")
+@aten("mH.default", "adjoint.default", "matrix_H.default")
 def aten_mH(self):
     """mH(Tensor(a) self) -> Tensor(a)"""
-    # the conjugate transpose: a complex matrix's adjoint conjugates too (a transpose for real dtypes)
+    # matrix_H (Tensor.H) is the same for the 2-D matrices it takes. The conjugate transpose: a complex matrix's adjoint conjugates too (a transpose for real dtypes)
     return jnp.conj(jnp.swapaxes(self, -2, -1)) if jnp.iscomplexobj(self) else jnp.swapaxes(self, -2, -1)
 
 
@@ -507,7 +507,7 @@ def aten_narrow(self, dim, start, length):
     return lax.slice_in_dim(self, start, start + int(length), axis=dim)
 
 
-@aten("numpy_T.default", "matrix_H.default")
+@aten("numpy_T.default")
 def aten_numpy_T(self):
     """numpy_T(Tensor(a) self) -> Tensor(a)"""
     return jnp.transpose(self)

@@ -340,9 +340,15 @@ def aten_rsqrt(self):
 
 @aten("sgn.default", "sign.default")
 def aten_sign(self):
-    """sign(Tensor self) -> Tensor"""
+    """sign(Tensor self) -> Tensor"""  # sgn(Tensor self) -> Tensor for complex tensors
     if self.dtype == jnp.bool_:
         return self
+    if jnp.iscomplexobj(self):  # sgn: z / |z|, 0 at 0; each part divided by |z|, as c10::complex / T
+        magnitude = jnp.abs(self)
+        zero = self == 0
+        safe = jnp.where(zero, jnp.ones((), magnitude.dtype), magnitude)  # no 0/0 in the derivative
+        unit = lax.complex(jnp.real(self) / safe, jnp.imag(self) / safe)
+        return jnp.where(zero, jnp.zeros((), self.dtype), unit)
     # PyTorch: sign(nan) = 0
     return (self > 0).astype(self.dtype) - (self < 0).astype(self.dtype)
 
