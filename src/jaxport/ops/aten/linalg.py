@@ -273,18 +273,41 @@ def aten_addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     dtype = result_type(batch1, batch2)
     if opmath_type(dtype) != dtype and batch1.shape[0] > 0:
-        # PyTorch adds one addmm per batch into the 16-bit result, rounding after each.
-        out = aten_addmm(self, batch1[0], batch2[0], beta=beta, alpha=alpha)
-        out = jnp.broadcast_to(out, (batch1.shape[1], batch2.shape[2]))
+        return _addbmm_rounded_per_batch(self, batch1, batch2, beta, alpha)
+    return _addbmm(self, batch1, batch2, beta, alpha)
 
-        def step(acc, mats):
-            return aten_addmm(acc, mats[0], mats[1], beta=1, alpha=alpha), None
 
-        return lax.scan(step, out, (batch1[1:], batch2[1:]))[0]
+def _addbmm(self, batch1, batch2, beta, alpha):
     product, dtype = _product(
         lambda a, b, **kw: lax.dot_general(a, b, (((0, 2), (0, 1)), ((), ())), **kw), batch1, batch2
     )
     return _scaled_add(self, product, beta, alpha, dtype)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(3, 4))
+def _addbmm_rounded_per_batch(self, batch1, batch2, beta, alpha):
+    """addbmm in a 16-bit dtype as PyTorch's CPU kernel: one addmm per batch into the 16-bit
+    result, rounding after each."""
+    out = aten_addmm(self, batch1[0], batch2[0], beta=beta, alpha=alpha)
+    out = jnp.broadcast_to(out, (batch1.shape[1], batch2.shape[2]))
+
+    def step(acc, mats):
+        return aten_addmm(acc, mats[0], mats[1], beta=1, alpha=alpha), None
+
+    return lax.scan(step, out, (batch1[1:], batch2[1:]))[0]
+
+
+@_addbmm_rounded_per_batch.defjvp
+def _addbmm_rounded_per_batch_jvp(beta, alpha, primals, tangents):
+    # The derivative sums in float32 and rounds once: rounding the tangent after every batch too
+    # would take it further from the exact derivative than PyTorch's formula (its terms rounded once each).
+    (self, batch1, batch2), (d_self, d1, d2) = primals, tangents
+    dtype = result_type(batch1, batch2)
+    dims, compute = (((0, 2), (0, 1)), ((), ())), opmath_type(dtype)
+    product = (lax.dot_general(d1.astype(dtype), batch2.astype(dtype), dims, preferred_element_type=compute)
+               + lax.dot_general(batch1.astype(dtype), d2.astype(dtype), dims, preferred_element_type=compute))
+    return (_addbmm_rounded_per_batch(self, batch1, batch2, beta, alpha),
+            _scaled_add(d_self, product, beta, alpha, dtype))
 
 
 @aten("addmm.default")

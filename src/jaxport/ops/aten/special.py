@@ -7,6 +7,7 @@ less accurate, so results agree with PyTorch to a few ulp.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -348,8 +349,7 @@ def _trigamma(x):
     return jnp.where(reflect, -result, result)
 
 
-_trigamma.defjvp(lambda primals, tangents: (
-    _trigamma(primals[0]), -2 * _zeta(jnp.full_like(primals[0], 3), primals[0]) * tangents[0]))
+_trigamma.defjvp(lambda primals, tangents: (_trigamma(primals[0]), _polygamma(2, primals[0]) * tangents[0]))
 
 
 _ZETA_A = (
@@ -423,7 +423,17 @@ def aten_digamma(self):
 @aten("i0.default", "special_i0.default")
 def aten_i0(self):
     """i0(Tensor self) -> Tensor"""
-    return _float_unary(jsp.i0, self)
+    return _float_unary(_i0, self)
+
+
+@jax.custom_jvp
+def _i0(x):
+    return jsp.i0(x)
+
+
+# I0' = I1, as PyTorch's rule: JAX differentiates exp(|x|) * i0e(x), whose |x| has slope 1 at 0
+# (an I0'(0) of 1 where it is 0).
+_i0.defjvp(lambda primals, tangents: (_i0(primals[0]), jsp.i1(primals[0]) * tangents[0]))
 
 # Temme's uniform asymptotic expansion of the regularized incomplete gamma functions for large a
 # near x (DLMF 8.12; Cephes' `igam` table, as PyTorch's `_igam_helper_asymptotic_series`):
@@ -525,12 +535,19 @@ def aten_polygamma(n, self):
     if n == 1:
         return _float_unary(_trigamma, self)
 
-    def fn(x):
-        # PyTorch: (-1)^(n+1) n! zeta(n+1, x)
-        factor = (1 if n % 2 else -1) * math.factorial(n)
-        return jnp.asarray(factor, x.dtype) * _zeta(jnp.full_like(x, n + 1), x)
+    return _float_unary(functools.partial(_polygamma, n), self)
 
-    return _float_unary(fn, self)
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _polygamma(n, x):
+    """polygamma(n, x) for n >= 2, as PyTorch: (-1)^(n+1) n! zeta(n+1, x)."""
+    factor = (1 if n % 2 else -1) * math.factorial(n)
+    return jnp.asarray(factor, x.dtype) * _zeta(jnp.full_like(x, n + 1), x)
+
+
+# The derivative is the next polygamma function, as PyTorch's; differentiating _zeta's loop
+# instead would leave reverse mode without a rule (a while_loop of data-dependent length).
+_polygamma.defjvp(lambda n, primals, tangents: (_polygamma(n, primals[0]), _polygamma(n + 1, primals[0]) * tangents[0]))
 
 
 @aten("special_airy_ai.default")
@@ -620,7 +637,7 @@ def aten_special_log_ndtr(self):
 @aten("special_modified_bessel_i0.default")
 def aten_special_modified_bessel_i0(self):
     """special_modified_bessel_i0(Tensor self) -> Tensor"""
-    return _float_unary(jsp.i0, self)
+    return _float_unary(_i0, self)
 
 
 @aten("special_modified_bessel_i1.default")
