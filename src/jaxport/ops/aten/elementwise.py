@@ -168,8 +168,12 @@ def _complex_log_add_exp(a, b):
     low, high = jnp.where(swap, b, a), jnp.where(swap, a, b)
     nan = jnp.isnan(jnp.real(low)) | jnp.isnan(jnp.imag(low)) | jnp.isnan(jnp.real(high)) | jnp.isnan(jnp.imag(high))
     same_inf = ~jnp.isfinite(jnp.real(low)) & (jnp.real(low) == jnp.real(high))
-    general = jnp.log1p(jnp.exp(low - high)) + high
-    infinite = jnp.where(jnp.real(low) < 0, low, jnp.log(jnp.exp(low) + jnp.exp(high)))
+    # Each branch sees harmless operands where it is not taken, so that no inf - inf or overflowing
+    # exp reaches the derivative (a where's unused branch still multiplies its NaNs by zero).
+    zero = jnp.zeros((), low.dtype)
+    general = jnp.log1p(jnp.exp(jnp.where(same_inf, zero, low - high))) + high
+    low_inf, high_inf = jnp.where(same_inf, low, zero), jnp.where(same_inf, high, zero)
+    infinite = jnp.where(jnp.real(low_inf) < 0, low_inf, jnp.log(jnp.exp(low_inf) + jnp.exp(high_inf)))
     out = jnp.where(same_inf, infinite, general)
     return jnp.where(nan, jnp.full_like(out, complex(np.nan, np.nan)), out)
 
