@@ -82,6 +82,23 @@ def test_views_of_views_and_slices():
     _same(x, base)
 
 
+def test_reshapes_copy_where_no_view_can_hold_them():
+    """reshape and flatten alias where strides allow it and copy where not (an unfold's overlapping
+    windows, a transpose): a write through the result reaches the base only in the first case,
+    and a copy reads every window (unfold_backward, behind istft, flattens an unfold)."""
+    results = []
+    for t in (torch.arange(12.0).reshape(3, 4), torch.arange(12.0).reshape(3, 4).to("jax")):
+        t.flatten()[0] = 100.0
+        transposed = t.t().reshape(12)
+        transposed[1] = -1.0
+        windows = t.flatten().unfold(0, 4, 2).flatten()
+        results.append(torch.cat([t.flatten(), transposed, windows]))
+    _same(results[1], results[0])
+    grad = torch.randn(4, 8, 4, dtype=torch.complex64, generator=torch.Generator().manual_seed(0))
+    _same(torch.ops.aten.unfold_backward(grad.to("jax"), [10, 8], 0, 4, 2),
+          torch.ops.aten.unfold_backward(grad, [10, 8], 0, 4, 2))
+
+
 def test_views_that_reinterpret_elements():
     """view_as_complex/view_as_real (complex rotary embeddings) change the element type, so they
     are computed rather than shared, with PyTorch's values and shapes."""

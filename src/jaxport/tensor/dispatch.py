@@ -159,6 +159,11 @@ def _view(func, args, kwargs):
         # write through it does not reach its base.
         return _compute(func, args, kwargs)
 
+    if func in _VIEWS_OR_COPIES and not meta._is_view():
+        # reshape and flatten copy where the base's strides allow no view (an unfold's
+        # overlapping windows): PyTorch's meta kernel copied too, so this result owns its storage.
+        return _compute(func, args, kwargs)
+
     def share(m):
         return JaxTensor(base._box, tuple(m.shape), tuple(m.stride()), m.storage_offset(), m.dtype)
 
@@ -266,6 +271,13 @@ _KINDS: dict[int, tuple[Any, _Kind]] = {}
 #: Ops whose schema does not say they alias, though PyTorch's kernels return a view: C++
 #: composites (kron's out=) write through them.
 _UNTRACKED_VIEWS = frozenset({torch.ops.aten._unsafe_view.default})
+
+
+#: Ops whose schema says they alias, though they return a copy where the base's strides allow
+#: no view (`_view` asks the meta kernel which it did).
+_VIEWS_OR_COPIES = frozenset({
+    torch.ops.aten.reshape.default, torch.ops.aten.flatten.using_ints, torch.ops.aten.reshape_as.default,
+})
 
 
 def _kind(func) -> _Kind:
