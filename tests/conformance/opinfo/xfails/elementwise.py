@@ -10,6 +10,7 @@ from tests.conformance.expectations import Expected, Values
 from . import GRADIENTS, REFERENCE, SPECIAL, on_paths, samples
 from .reasons import (
     COMPLEX32,
+    HALF_TANGENT_IN_FLOAT32,
     SUBNORMAL_INTERMEDIATE,
     SUBNORMALS_READ_EXACTLY,
     VECTORIZED_FMOD,
@@ -28,14 +29,6 @@ FLOAT32_AIRY_PHASE = Expected(
     fails="mismatch", where=samples(5, 7), values=Values("x < -100", lambda x: x < -100),
 )
 
-HALF_FREXP_TANGENT = Expected(
-    "PyTorch's forward-mode tangent of frexp's mantissa in float16 and bfloat16 is float32 (its rule "
-    "divides the tangent by exponent.exp2(), which promotes the int32 exponent to float32); the "
-    "mantissa, its reverse-mode gradient and jaxport's tangent are the input's dtype. Every "
-    "non-empty sample",
-    fails="mismatch", detail=r"^jvp: tangent 0: dtype torch\.b?float16, expected torch\.float32",
-)
-
 #: The casts to integer types OpInfo tests, by the dtype they cast to.
 _CASTS = {"byte": torch.uint8, "char": torch.int8, "int": torch.int32, "long": torch.int64, "short": torch.int16}
 
@@ -46,7 +39,7 @@ EXPECTED_FAILURES: dict[str, Expected] = {
     "view_as_complex:torch.float16": COMPLEX32,
     **on_paths(("vjp", *SPECIAL), {COMPLEX32: ("chalf",)}),
     **on_paths(GRADIENTS, {COMPLEX32: ("complex:torch.float16", "view_as_complex:torch.float16")}),
-    **on_paths(("jvp",), {HALF_FREXP_TANGENT: ("frexp:torch.float16", "frexp:torch.bfloat16")}),
+    **on_paths(("jvp",), {HALF_TANGENT_IN_FLOAT32: ("frexp:torch.float16", "frexp:torch.bfloat16")}),
     **on_paths(SPECIAL, {
         ZERO_TIES: ("clamp", "clamp_max", "clamp_min", "max.binary", "maximum", "min.binary", "minimum"),
         SUBNORMALS_READ_EXACTLY: ("__rpow__", "atan2", "float_power:torch.float64", "frexp", "nextafter", "pow"),
