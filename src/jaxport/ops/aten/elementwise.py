@@ -7,6 +7,8 @@ scalar operands take part in that float32 math unrounded, as in PyTorch.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -560,8 +562,23 @@ def aten_logcumsumexp(self, dim):
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
         out = lax.associative_scan(_complex_log_add_exp, x, axis=axis)
     else:
-        out = lax.cumlogsumexp(x, axis=axis)
+        out = _cumlogsumexp(x, axis)
     return out.astype(out_dtype)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _cumlogsumexp(x, axis):
+    return lax.cumlogsumexp(x, axis=axis)
+
+
+@_cumlogsumexp.defjvp
+def _cumlogsumexp_jvp(axis, primals, tangents):
+    # PyTorch's formula, cumsum(t * e) / cumsum(e) with e = exp(x - max x): JAX's rule for the
+    # scan loses accuracy (3e-4 in float32, 1000x PyTorch's error from float64).
+    (x,), (t,) = primals, tangents
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    weights = jnp.exp(x - jnp.where(jnp.isfinite(peak), peak, jnp.zeros_like(peak)))
+    return _cumlogsumexp(x, axis), jnp.cumsum(weights * t, axis=axis) / jnp.cumsum(weights, axis=axis)
 
 
 @aten("logaddexp.default")
