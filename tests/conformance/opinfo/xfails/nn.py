@@ -27,7 +27,22 @@ _CHUNKED_CROSS_ENTROPY_NONE = Expected(
     fails="missing", detail=r"^missing torch_nn\._linear_cross_entropy_batch_chunked_no_reduction\.default$",
 )
 
+_UNPOOL_FORWARD_MODE = (
+    "PyTorch's two derivatives of max_unpool disagree where a sample repeats an index (overlapping "
+    "pooling windows that chose the same element): reverse mode gathers the gradient at every "
+    "index, forward mode writes the tangents as the values, one of them winning; jaxport's "
+    "tangent adds them, the transpose of reverse mode, which matches PyTorch's (and what training "
+    "uses). The samples with repeated indices"
+)
+
 EXPECTED_FAILURES: dict[str, Expected] = {
+    "nn.functional.max_unpool2d:*:jvp": Expected(
+        _UNPOOL_FORWARD_MODE, fails="mismatch", detail=r"^jvp: tangent 0: Tensor-likes are not close", where=samples(1, 2),
+    ),
+    "nn.functional.max_unpool3d:*:jvp": Expected(
+        _UNPOOL_FORWARD_MODE, fails="mismatch", detail=r"^jvp: tangent 0: Tensor-likes are not close",
+        where=samples(0, 1, 2),
+    ),
     "nn.functional.ctc_loss:*:eager": Expected(
         "no lowering yet for aten._ctc_loss, which PyTorch's eager ctc_loss calls for every sample "
         "(.default or .Tensor, by the type of the lengths)",
