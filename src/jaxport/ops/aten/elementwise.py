@@ -653,7 +653,7 @@ def aten_ne(self, other):
 def aten_nextafter(self, other):
     """nextafter(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(self, other)
-    return _nextafter(self, other)
+    return _nextafter(*jnp.broadcast_arrays(self, other))  # the tangent of x has the output's shape
 
 
 @jax.custom_jvp
