@@ -33,6 +33,12 @@ FLOAT32_AIRY_PHASE = Expected(
 _CASTS = {"byte": torch.uint8, "char": torch.int8, "int": torch.int32, "long": torch.int64, "short": torch.int16}
 
 EXPECTED_FAILURES: dict[str, Expected] = {
+    "logcumsumexp:torch.complex128:jvp": Expected(
+        "PyTorch's forward-mode derivative of complex logcumsumexp is NaN at every element of these "
+        "samples (its float64 run too, so no reference exists); its reverse mode is finite and "
+        "jaxport's matches it, and jaxport's finite tangent is that map's transpose",
+        fails="mismatch", detail=r"^jvp: tangent 0: .*Greatest absolute difference: nan", where=samples(0, 1),
+    ),
     # casts to and from complex half
     "chalf": COMPLEX32,
     "complex:torch.float16": COMPLEX32,
