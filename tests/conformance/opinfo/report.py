@@ -171,7 +171,7 @@ def summarize(rows: list[dict], level: str, done: set = frozenset()) -> str:
         for dtype, (rtol, atol) in GRADIENT_TOLERANCES.items():
             out.append(f"| {str(dtype)[6:]} | {rtol:g} | {atol:g} |")
         out.append("")
-        out.append("Complex derivatives are compared part by part. Random ops (" + ", ".join(
+        out.append("Complex derivatives are compared by magnitude, |got - want| <= atol + rtol |want|, and part by part where a part is NaN or infinite. Random ops (" + ", ".join(
             f"`{op}`" for op in sorted(UNCHECKED_VALUES)) + ", and samples whose converted output changes "
             "with jaxport's key) are compared by shape and dtype only.")
         out.append("")
