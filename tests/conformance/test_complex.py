@@ -19,6 +19,7 @@ import torch
 
 import jaxport
 from jaxport import dlpack
+from tests.support.modules import Call
 
 pytestmark = pytest.mark.usefixtures("x64_strict")
 
@@ -120,15 +121,6 @@ FAMILIES = {
 CASES = [(family, name) for family, ops in FAMILIES.items() for name in ops]
 
 
-class _Op(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
-
-
 def _inputs(family: str, name: str, dtype: torch.dtype) -> list[torch.Tensor]:
     makers = FAMILIES[family][name][1]
     seed = sum(map(ord, name))
@@ -174,7 +166,7 @@ def test_values(family, name, dtype, rtol):
     fn = FAMILIES[family][name][0]
     inputs = _inputs(family, name, dtype)
     want = fn(*inputs)
-    model = jaxport.from_torch(_Op(fn), tuple(inputs))
+    model = jaxport.from_torch(Call(fn), tuple(inputs))
     got = model(*inputs)
     _assert_parts_close(got, want, rtol, rtol, f"{family}.{name} in {dtype}")
 
@@ -190,7 +182,7 @@ def test_gradient_of_a_real_loss(family, name):
     weights = _weights(out)
     want = torch.autograd.grad(_torch_loss(out, weights), leaves)
 
-    model = jaxport.from_torch(_Op(fn), tuple(inputs))
+    model = jaxport.from_torch(Call(fn), tuple(inputs))
     w = jnp.asarray(weights.numpy())
     got = jax.grad(lambda *xs: _jax_loss(model.apply(model.params, *xs), w), argnums=tuple(range(len(inputs))))(
         *[dlpack.to_jax(x) for x in inputs])
@@ -205,7 +197,7 @@ def test_random_complex_draws_have_pytorchs_moments():
         return torch.rand_like(x), x.clone().uniform_(2.0, 3.0), torch.randn_like(x)
 
     x = torch.zeros(40_000, dtype=torch.complex64)
-    model = jaxport.from_torch(_Op(draws), (x,))
+    model = jaxport.from_torch(Call(draws), (x,))
     for got, (mean, var) in zip(model(x, rng=jax.random.key(0)), [(0.5, 1 / 12), (2.5, 1 / 12), (0.0, 0.5)]):
         got = np.asarray(got)
         assert got.dtype == np.complex64

@@ -44,6 +44,7 @@ from jaxport import dlpack
 from tests.conformance.expectations import Failure, judge
 from tests.conformance.opinfo import harness
 from tests.conformance.opinfo.expected_failures import SPECIAL, expected_failure
+from tests.support.modules import Call
 
 DTYPES = (torch.float32, torch.float64)
 
@@ -265,15 +266,6 @@ TIES = {
 }
 
 
-class _Call(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
-
-
 def _same(got, want: torch.Tensor) -> bool:
     """Equal, NaN for NaN, zeros by sign."""
     got = torch.from_numpy(np.array(got))
@@ -295,7 +287,7 @@ def test_ties_and_nans_as_pytorch(name, dtype):
     rows = [pytree.tree_leaves(fn(*(x[i:i + 1] for x in inputs))) for i in range(len(inputs[0]))]
     for w, scalar in zip(want, zip(*rows)):
         assert _same(torch.cat(scalar).numpy(), w), f"PyTorch's loops disagree on {name}: not a defined answer"
-    model = jaxport.from_exported_program(torch.export.export(_Call(fn), inputs))
+    model = jaxport.from_exported_program(torch.export.export(Call(fn), inputs))
     for mode, run in (("op by op", model.apply), ("jitted", jax.jit(model.apply))):
         got = pytree.tree_leaves(run(model.params, *(dlpack.to_jax(x) for x in inputs)))
         for i, (g, w) in enumerate(zip(got, want)):
@@ -312,6 +304,6 @@ def test_gradients_at_the_bounds_as_pytorch(name, fn):
     passes nothing at a tie with a bound, clamp's passes it all, and -0.0 ties at 0."""
     x = torch.tensor([-2.0, -1.0, -0.0, 0.0, 0.5, 1.0, 6.0, 7.0], requires_grad=True)
     (want,) = torch.autograd.grad(fn(x).sum(), x)
-    model = jaxport.from_exported_program(torch.export.export(_Call(fn), (x.detach(),)))
+    model = jaxport.from_exported_program(torch.export.export(Call(fn), (x.detach(),)))
     got = jax.grad(lambda v: model.apply(model.params, v).sum())(jax.numpy.asarray(x.detach().numpy()))
     np.testing.assert_array_equal(np.asarray(got), want.numpy())
