@@ -12,7 +12,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from ..registry import aten
+from ..registry import aten, custom
 from ._promotion import float_type, opmath_type, real_type, result_type
 from .reduction import p_norm
 
@@ -342,3 +342,59 @@ def aten_triplet_margin_loss(
         d_neg = jnp.minimum(d_neg, _pairwise_distance(pos, neg, p, eps, False))
     loss = jnp.maximum(margin + d_pos - d_neg, jnp.zeros((), dtype))
     return _reduce(loss, reduction).astype(dtype)
+
+
+# -- other libraries' ops -------------------------------------------------------------------------
+
+
+def _linear_cross_entropy(input, linear_weight, target, linear_bias, weight, reduction, ignore_index,
+                          label_smoothing):
+    """cross_entropy(linear(input, linear_weight, linear_bias), target, ...) over rows of
+    `input` (N, in), classes in `linear_weight` (C, in); summed in float32 for 16-bit inputs."""
+    compute = opmath_type(input.dtype)
+    logits = jnp.matmul(input.astype(compute), linear_weight.astype(compute).T)
+    if linear_bias is not None:
+        logits = logits + linear_bias.astype(compute)
+    return aten_cross_entropy_loss(logits, target, weight, reduction, ignore_index, label_smoothing)
+
+
+_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+@custom("torch_nn", "_linear_cross_entropy_batch_chunked.default")
+def torch_nn_linear_cross_entropy_batch_chunked(
+    input, linear_weight, target, linear_bias, weight, reduction, ignore_index, label_smoothing,
+    batch_chunk_size, acc_policy, acc_dtype, allow_retain_graph, compute_input_grad,
+    compute_linear_weight_grad, compute_linear_bias_grad,
+):
+    """_linear_cross_entropy_batch_chunked(Tensor input, Tensor linear_weight, Tensor target, Tensor? linear_bias, Tensor? weight, str reduction, SymInt ignore_index, float label_smoothing, SymInt batch_chunk_size, str acc_policy, ScalarType acc_dtype, bool allow_retain_graph, bool compute_input_grad, bool compute_linear_weight_grad, bool compute_linear_bias_grad) -> (Tensor, Tensor, Tensor, Tensor)
+
+    PyTorch's chunked `F.linear_cross_entropy` (mean or sum): the loss and, precomputed for its
+    backward, the gradients of the loss in the operands asked for (empty where not). Chunking
+    only bounds PyTorch's memory; XLA fuses the whole product, so the loss is computed at once.
+    """
+    def loss(x, w, b):
+        return _linear_cross_entropy(x, w, target, b, weight, _REDUCTIONS[reduction], ignore_index,
+                                     label_smoothing)
+
+    value, grads = jax.value_and_grad(loss, argnums=(0, 1, 2))(input, linear_weight, linear_bias)
+    dtype = input.dtype  # every output's, as PyTorch allocates them
+    return (
+        value.astype(dtype),
+        grads[0].astype(dtype) if compute_input_grad else jnp.zeros((0, 0), dtype),
+        grads[1].astype(dtype) if compute_linear_weight_grad else jnp.zeros((0, 0), dtype),
+        grads[2].astype(dtype) if compute_linear_bias_grad and linear_bias is not None
+        else jnp.zeros((0,), dtype),
+    )
+
+
+@custom("torch_nn", "_linear_cross_entropy_batch_chunked_no_reduction.default")
+def torch_nn_linear_cross_entropy_batch_chunked_no_reduction(
+    input, linear_weight, target, linear_bias, weight, ignore_index, batch_chunk_size, acc_policy,
+    acc_dtype,
+):
+    """_linear_cross_entropy_batch_chunked_no_reduction(Tensor input, Tensor linear_weight, Tensor target, Tensor? linear_bias, Tensor? weight, SymInt ignore_index, SymInt batch_chunk_size, str acc_policy, ScalarType acc_dtype) -> Tensor
+
+    PyTorch's chunked `F.linear_cross_entropy(..., reduction="none")`: each row's loss."""
+    return _linear_cross_entropy(input, linear_weight, target, linear_bias, weight, 0, ignore_index,
+                                 0.0).astype(input.dtype)

@@ -16,17 +16,6 @@ _FUSED_COORDINATES = (
     "interpolating samples (nearest, and sample_inputs' smoother images, pass)"
 )
 
-_CHUNKED_CROSS_ENTROPY = Expected(
-    "torch_nn._linear_cross_entropy_batch_chunked is a custom op with no decomposition; no lowering "
-    "yet (the samples whose batch is chunked reach it)",
-    fails="missing", detail=r"^missing torch_nn\._linear_cross_entropy_batch_chunked\.default$",
-)
-_CHUNKED_CROSS_ENTROPY_NONE = Expected(
-    "torch_nn._linear_cross_entropy_batch_chunked_no_reduction is a custom op with no "
-    "decomposition; no lowering yet (the samples whose batch is chunked reach it)",
-    fails="missing", detail=r"^missing torch_nn\._linear_cross_entropy_batch_chunked_no_reduction\.default$",
-)
-
 _UNPOOL_FORWARD_MODE = (
     "PyTorch's two derivatives of max_unpool disagree where a sample repeats an index (overlapping "
     "pooling windows that chose the same element): reverse mode gathers the gradient at every "
@@ -48,10 +37,6 @@ EXPECTED_FAILURES: dict[str, Expected] = {
         "(.default or .Tensor, by the type of the lengths)",
         fails="missing", detail=r"^missing aten\._ctc_loss\.(default|Tensor)$",
     ),
-    **{key: _CHUNKED_CROSS_ENTROPY for key in ("nn.functional.linear_cross_entropy.chunked",
-                                               "nn.functional.linear_cross_entropy.chunked:*:vjp")},
-    **{key: _CHUNKED_CROSS_ENTROPY_NONE for key in ("nn.functional.linear_cross_entropy.chunked_none",
-                                                    "nn.functional.linear_cross_entropy.chunked_none:*:vjp")},
     **on_paths(SPECIAL, {VECTORIZED_ZERO_SIGN: ("nn.functional.softshrink",)}),
     # bilinear (0-5) and bicubic (12-17) by padding mode and align_corners: op by op those with
     # align_corners=False, jitted also bicubic's with align_corners=True and bilinear's zeros
