@@ -23,7 +23,7 @@ demo: setup
 test: setup
 	$(PY) -m ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=30
 
 # jaxport on a GPU (benchmarks/gpu_check.py): every entry point's parity on CUDA, then the forward
 # rows and the 8B bfloat16 decode rows, appended to benchmarks/results/gpu_check_cuda.jsonl; at most
