@@ -14,24 +14,16 @@ import pytest
 import torch
 
 import jaxport
+from tests.support.modules import Call
 
 pytestmark = pytest.mark.usefixtures("x64_strict")
-
-
-class Loss(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, a):
-        return self.fn(a)
 
 
 def _gradients(fn, a):
     """(PyTorch's gradient of the real scalar fn(a), jaxport's in PyTorch's convention)."""
     leaf = a.clone().requires_grad_()
     (want,) = torch.autograd.grad(fn(leaf), leaf)
-    model = jaxport.from_torch(Loss(fn), (a,))
+    model = jaxport.from_torch(Call(fn), (a,))
     got = jax.grad(lambda x: model.apply(model.params, x))(jnp.asarray(a.numpy()))
     return want.numpy(), np.conj(np.asarray(got))
 
