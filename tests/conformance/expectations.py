@@ -25,6 +25,15 @@ KINDS = {
     "error:<ExceptionName>": "conversion or the run raises that exception (by its class name)",
 }
 
+#: Whose limit an expected failure is, as `Expected.blame` names it. Reports count the samples
+#: of the last two apart: they are not jaxport's to fix, and each entry's reason says how that
+#: was shown (the type's absence, or a reference independent of both libraries).
+BLAMES = {
+    "jaxport": "jaxport's own: a lowering, a feature or an accuracy it lacks",
+    "jax": "JAX has no such type (complex32), so no conversion can represent the sample",
+    "pytorch": "PyTorch's result is wrong or undefined at the sample, and jaxport's is not",
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class Failure:
@@ -63,13 +72,15 @@ class Expected:
     `where`, the places the reason is about ("sample 1"; `Failure.where`), each of which must fail
     wherever it runs, and outside which no failure is explained (empty: any place); `values`, the
     operand values the reason is about: every element that differs must have them (`Values`;
-    a failure whose operands the harness cannot tell is not explained)."""
+    a failure whose operands the harness cannot tell is not explained); `blame`, whose limit the
+    failure is (`BLAMES`)."""
 
     reason: str
     fails: str | tuple[str, ...]
     detail: str = ""
     where: tuple[str, ...] = ()
     values: Values | None = None
+    blame: str = "jaxport"
 
     def __post_init__(self) -> None:
         for kind in self.kinds:
@@ -78,6 +89,8 @@ class Expected:
         re.compile(self.detail)
         if isinstance(self.where, str):
             raise ValueError(f"where={self.where!r}: expected a tuple of places, e.g. ('sample 1',)")
+        if self.blame not in BLAMES:
+            raise ValueError(f"blame={self.blame!r}: expected one of {', '.join(BLAMES)}")
 
     @property
     def kinds(self) -> tuple[str, ...]:

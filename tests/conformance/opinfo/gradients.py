@@ -14,6 +14,9 @@ inputs z and a cotangent v of the outputs, PyTorch's vector-Jacobian product is 
 JAX's taken at conj(v): `torch_vjp(v) == conj(jax_vjp(conj(v)))` (for a real loss, a real v:
 PyTorch's `.grad` is the conjugate of `jax.grad`). Forward mode agrees as it is: both push a
 tangent through the same real-linear map. Real inputs and outputs are unaffected.
+
+Dtypes: a JAX tangent has its output's dtype. Where PyTorch's forward mode returns a wider one
+(float32 for a float16 output), PyTorch's is rounded to the output's dtype before comparing.
 """
 
 from __future__ import annotations
@@ -122,7 +125,9 @@ def _torch_derivatives(module, tensors, wrt, path, generator=None, directions=No
     # An output without a tangent is one PyTorch's forward mode leaves undefined (batch norm's
     # saved statistics) or one no input reaches: neither is compared.
     picked = [i for i, o in enumerate(unpacked) if o is not None and _differentiable(o.primal) and o.tangent is not None]
-    return picked, [unpacked[i].tangent for i in picked], directions
+    # JAX gives a tangent its output's dtype, where PyTorch's forward mode may promote it (frexp's
+    # and renorm's float32 tangents of half outputs): it is compared as the output's dtype holds it.
+    return picked, [unpacked[i].tangent.to(unpacked[i].primal.dtype) for i in picked], directions
 
 
 #: The dtype a sample is widened to for `_no_less_accurate`.

@@ -14,7 +14,7 @@ import gzip
 import json
 import os
 
-from tests.conformance.expectations import Failure
+from tests.conformance.expectations import BLAMES, Failure
 from tests.conformance.opinfo import harness
 from tests.conformance.opinfo.expected_failures import expected_failure
 from tests.conformance.opinfo.gradients import GRADIENT_PATHS, GRADIENT_TOLERANCES
@@ -57,6 +57,15 @@ def classify(row: dict) -> str:
         failure = Failure(harness.failure_kind(row["status"], row["detail"]), row["detail"], f"sample {row['sample']}")
         return "expected failure" if entry and entry[1].explains(failure) else "failed"
     return row["status"]
+
+
+def blame(row: dict) -> str:
+    """Whose limit an expected failure is (`expectations.BLAMES`)."""
+    return expected_failure(row["op"], row["dtype"], row["path"])[1].blame
+
+
+#: The columns of the per-dtype tables that count expected failures apart: {blame: heading}.
+_BLAME_COLUMNS = {"jax": "no such type in JAX", "pytorch": "PyTorch wrong or undefined"}
 
 
 def summarize(rows: list[dict], level: str, done: set = frozenset()) -> str:
@@ -152,15 +161,30 @@ def summarize(rows: list[dict], level: str, done: set = frozenset()) -> str:
                        f"depends on tensor values, and `jax.jit` must refuse them with an error "
                        f"naming the op ({names})")
         out.append("")
-        out.append("| dtype | samples tested | passed | pass rate |")
-        out.append("|---|---:|---:|---:|")
         by_dtype = collections.defaultdict(collections.Counter)
         for r in prow:
-            by_dtype[r["dtype"]][classify(r)] += 1
+            status = classify(r)
+            by_dtype[r["dtype"]][status] += 1
+            if status == "expected failure":
+                by_dtype[r["dtype"]][blame(r)] += 1
+        # samples no conversion can pass (JAX lacks the type) or that PyTorch gets wrong: counted
+        # apart, and a second rate without them, in tables that have any
+        apart = [b for b in _BLAME_COLUMNS if any(c[b] for c in by_dtype.values())]
+        out.append("| dtype | samples tested | passed | pass rate |"
+                   + "".join(f" {_BLAME_COLUMNS[b]} |" for b in apart) + (" pass rate without them |" if apart else ""))
+        out.append("|---|---:|---:|---:|" + "---:|" * (len(apart) + bool(apart)))
         for dtype, c in sorted(by_dtype.items()):
             t = c["passed"] + c["failed"] + c["expected failure"]
-            out.append(f"| {dtype[6:]} | {t} | {c['passed']} | {100.0 * c['passed'] / t if t else 0:.2f}% |")
+            line = f"| {dtype[6:]} | {t} | {c['passed']} | {_percent(c['passed'], t)} |"
+            if apart:
+                line += "".join(f" {c[b]} |" for b in apart) + f" {_percent(c['passed'], t - sum(c[b] for b in apart))} |"
+            out.append(line)
         out.append("")
+        if apart:
+            out.append("Expected failures counted apart: " + "; ".join(
+                f"*{_BLAME_COLUMNS[b]}*, {BLAMES[b]}" for b in apart) + " (each entry's reason below says how "
+                "that was shown). The last column's rate leaves them out.")
+            out.append("")
     if graph:
         out += _core_coverage(rows)
     if derivatives:
@@ -206,15 +230,15 @@ def summarize(rows: list[dict], level: str, done: set = frozenset()) -> str:
         out.append("")
     out.append("## Expected failures")
     out.append("")
-    out.append("| OpInfo | dtype | path | samples | fails with | reason |")
-    out.append("|---|---|---|---:|---|---|")
+    out.append("| OpInfo | dtype | path | samples | fails with | whose limit | reason |")
+    out.append("|---|---|---|---:|---|---|---|")
     grouped = collections.Counter(
         (r["op"], r["dtype"], r["path"]) for r in rows if classify(r) == "expected failure"
     )
     for (op, dtype, path), n in sorted(grouped.items()):
         _, entry = expected_failure(op, dtype, path)
         cause = entry.cause.replace("|", "\\|")
-        out.append(f"| {op} | {dtype[6:]} | {path} | {n} | {cause} | {entry.reason} |")
+        out.append(f"| {op} | {dtype[6:]} | {path} | {n} | {cause} | {entry.blame} | {entry.reason} |")
     out.append("")
     failures = [r for r in rows if classify(r) == "failed"]
     out.append("## Unexpected failures")
@@ -233,6 +257,10 @@ def summarize(rows: list[dict], level: str, done: set = frozenset()) -> str:
             out.append(f"| {r['op']} | {r['dtype'][6:]} | {r['path']} | {r['sample']} | {detail} |")
     out.append("")
     return "\n".join(out)
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole if whole else 0:.2f}%"
 
 
 def _core_coverage(rows) -> list[str]:

@@ -276,3 +276,26 @@ def test_entries_explain_only_their_samples_and_values():
     with pytest.raises(pytest.fail.Exception, match="names sample 1 .* but it passes"):
         judge("op", entry, [], complete=False, ran=["sample 0", "sample 1"])
     judge("op", entry, [], complete=False, ran=["sample 0"])  # sample 1 did not run: not stale here
+    with pytest.raises(ValueError, match="blame='torch'"):
+        Expected("reason", fails="mismatch", blame="torch")
+
+
+def test_report_counts_what_is_not_jaxports_apart():
+    """The generated tables count expected failures whose limit is JAX's missing type or PyTorch's
+    own wrong result in their own columns, and give the pass rate without them beside the plain
+    one; jaxport's own expected failures count against both rates."""
+    from tests.conformance.opinfo import report
+
+    def row(op, sample, status, detail=""):
+        return {"path": "vjp", "op": op, "dtype": "torch.float32", "sample": sample, "status": status,
+                "detail": detail, "aten": []}
+
+    rows = [row("abs", i, "passed") for i in range(7)] + [
+        row("chalf", 0, "failed", "conversion crashed: TypeError: jaxport does not support torch dtype torch.complex32"),
+        row("as_strided_scatter", 0, "failed", "vjp: gradient 0: Tensor-likes are not close!"),
+        row("sparse.sampled_addmm", 0, "unconvertible", "missing aten.sparse_sampled_addmm.default"),
+    ]
+    assert [report.blame(r) for r in rows[7:]] == ["jax", "pytorch", "jaxport"]
+    table = report.summarize(rows, "test")
+    assert "| float32 | 10 | 7 | 70.00% | 1 | 1 | 87.50% |" in table
+    assert "| chalf | float32 | vjp | 1 | error:TypeError" in table

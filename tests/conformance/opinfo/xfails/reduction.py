@@ -5,13 +5,7 @@ linear algebra, FFT), every path's: {"opinfo_id", "opinfo_id:torch.dtype" or
 from tests.conformance.expectations import Expected
 
 from . import SPECIAL, on_paths, samples
-from .reasons import (
-        HALF_TANGENT_IN_FLOAT32,
-        TIED_ZEROS,
-        ZERO_SIGNS,
-        ZERO_TIES_REDUCED,
-        ZERO_TIES_SELECTED,
-)
+from .reasons import TIED_ZEROS, ZERO_SIGNS, ZERO_TIES_REDUCED, ZERO_TIES_SELECTED
 
 _LDL = ("LAPACK sytrf's Bunch-Kaufman LDL^T factorization (pivoted 1x1/2x2 blocks) has no JAX "
         "equivalent; every sample")
@@ -69,5 +63,4 @@ EXPECTED_FAILURES: dict[str, Expected] = {
             fails="mismatch", detail=ZERO_SIGNS, values=TIED_ZEROS,
         ): ("aminmax",),
     }),
-    **on_paths(("jvp",), {HALF_TANGENT_IN_FLOAT32: ("renorm:torch.float16", "renorm:torch.bfloat16")}),
 }

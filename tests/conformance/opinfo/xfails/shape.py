@@ -8,7 +8,7 @@ _STRIDED_SCATTER_GRADIENT = Expected(
     "a scalar into element 0 of [a, b, c], its gradient in self is [g0, 0, 0] where the function's "
     "is [0, g1, g2], which jaxport gives (OpInfo marks PyTorch's own gradient test of the op an "
     "expected failure)",
-    fails="mismatch", detail=r"^vjp: gradient 0: ",
+    fails="mismatch", detail=r"^vjp: gradient 0: ", blame="pytorch",
 )
 
 EXPECTED_FAILURES: dict[str, Expected] = {
