@@ -52,52 +52,68 @@ onnx-report: setup
 	$(PY) -m tests.conformance.onnx.report build/onnx.json docs/onnx-conformance.md
 
 # An OpInfo sweep that regenerates docs/opinfo.md from its results. OPINFO_LEVEL=wide (3 samples
-# per op and dtype, ~30 min on two cores) made the committed table; full runs every sample (hours).
+# per op and dtype, about 2 hours on two cores with float64 and complex) made the committed table;
+# full runs every sample (opinfo-full below). Like the other long sweeps it resumes: its results so
+# far are committed in tests/conformance/opinfo/results/opinfo-<level>.jsonl.gz, so a run, on any
+# clone, goes on where the last one stopped; delete a case's rows there (or the file) to run it
+# again after changing its lowering.
 OPINFO_LEVEL ?= wide
+OPINFO_RESULTS := tests/conformance/opinfo/results
+# $(call resume_from,archive,report path): copy a committed archive to where --opinfo-resume reads.
+resume_from = mkdir -p build && if [ -f $(1) ]; then cp $(1) $(2).archive.gz; fi
 opinfo-report: setup
-	rm -f build/opinfo.json*; JAXPORT_OPINFO_PATHS=auto,core $(PY) -m pytest -q -n 2 -p no:cacheprovider \
-		tests/conformance/opinfo/test_opinfo.py --opinfo=$(OPINFO_LEVEL) --opinfo-report=build/opinfo.json || true
-	$(PY) -m tests.conformance.opinfo.report build/opinfo.json docs/opinfo.md $(OPINFO_LEVEL)
+	$(call resume_from,$(OPINFO_RESULTS)/opinfo-$(OPINFO_LEVEL).jsonl.gz,build/opinfo.json)
+	JAXPORT_OPINFO_PATHS=auto,core $(PY) -m pytest -q -n 2 -p no:cacheprovider \
+		tests/conformance/opinfo/test_opinfo.py --opinfo=$(OPINFO_LEVEL) --opinfo-report=build/opinfo.json \
+		--opinfo-resume || true
+	$(PY) -m tests.conformance.opinfo.report build/opinfo.json docs/opinfo.md $(OPINFO_LEVEL) \
+		--archive $(OPINFO_RESULTS)/opinfo-$(OPINFO_LEVEL).jsonl.gz
 
 # The full sweep (~117,000 samples, about 5 hours on 2 cores) in parts: rerun until done. The
 # results so far are committed in $(OPINFO_ARCHIVE), so a run resumes where the last one stopped,
 # on any clone; delete a case's rows there to have it run again after changing its lowering.
-OPINFO_ARCHIVE := tests/conformance/opinfo/results/opinfo-full.jsonl.gz
+OPINFO_ARCHIVE := $(OPINFO_RESULTS)/opinfo-full.jsonl.gz
 opinfo-full: setup
-	mkdir -p build && cp $(OPINFO_ARCHIVE) build/opinfo-full.json.archive.gz
+	$(call resume_from,$(OPINFO_ARCHIVE),build/opinfo-full.json)
 	JAXPORT_OPINFO_PATHS=auto,core $(PY) -m pytest -q -n 2 -p no:cacheprovider \
 		tests/conformance/opinfo/test_opinfo.py --opinfo=full --opinfo-report=build/opinfo-full.json \
 		--opinfo-resume || true
 	$(PY) -m tests.conformance.opinfo.report build/opinfo-full.json docs/opinfo-full.md full --archive $(OPINFO_ARCHIVE)
 
 # The eager frontend's sweep (issue 3): every OpInfo sample at OPINFO_LEVEL run as the function,
-# its in-place variant and its out= form on device="jax". Resumable; docs/opinfo-eager.md.
+# its in-place variant and its out= form on device="jax". Resumable as opinfo-report is (its
+# results in $(OPINFO_RESULTS)/opinfo-eager-<level>.jsonl.gz); docs/opinfo-eager.md.
 opinfo-eager: setup
+	$(call resume_from,$(OPINFO_RESULTS)/opinfo-eager-$(OPINFO_LEVEL).jsonl.gz,build/eager-$(OPINFO_LEVEL).json)
 	JAXPORT_OPINFO_PATHS=eager,eager_inplace,eager_out $(PY) -m pytest -q -n 2 -p no:cacheprovider \
 		tests/conformance/opinfo/test_opinfo.py --opinfo=$(OPINFO_LEVEL) \
 		--opinfo-report=build/eager-$(OPINFO_LEVEL).json --opinfo-resume || true
-	$(PY) -m tests.conformance.opinfo.report build/eager-$(OPINFO_LEVEL).json docs/opinfo-eager.md $(OPINFO_LEVEL)
+	$(PY) -m tests.conformance.opinfo.report build/eager-$(OPINFO_LEVEL).json docs/opinfo-eager.md $(OPINFO_LEVEL) \
+		--archive $(OPINFO_RESULTS)/opinfo-eager-$(OPINFO_LEVEL).jsonl.gz
 
 # Derivatives of OpInfo samples (issue 43): jax.vjp against torch.autograd.grad and jax.jvp against
 # forward-mode AD through the converted program, in every floating and complex dtype PyTorch
 # differentiates the op in, at GRADIENT_LEVEL (wide: 3 samples per op and dtype). Resumable across
 # sessions: results so far are kept in $(GRADIENT_ARCHIVE); docs/opinfo-gradients.md.
 GRADIENT_LEVEL ?= wide
-GRADIENT_ARCHIVE := tests/conformance/opinfo/results/opinfo-gradients.jsonl.gz
+GRADIENT_ARCHIVE := $(OPINFO_RESULTS)/opinfo-gradients.jsonl.gz
 opinfo-gradients: setup
-	mkdir -p build && if [ -f $(GRADIENT_ARCHIVE) ]; then cp $(GRADIENT_ARCHIVE) build/gradients.json.archive.gz; fi
+	$(call resume_from,$(GRADIENT_ARCHIVE),build/gradients.json)
 	JAXPORT_OPINFO_PATHS=vjp,jvp $(PY) -m pytest -q -n 2 -p no:cacheprovider tests/conformance/opinfo/test_opinfo.py \
 		-k test_opinfo --opinfo=$(GRADIENT_LEVEL) --opinfo-report=build/gradients.json --opinfo-resume || true
 	$(PY) -m tests.conformance.opinfo.report build/gradients.json docs/opinfo-gradients.md $(GRADIENT_LEVEL) \
 		--archive $(GRADIENT_ARCHIVE)
 
 # OpInfo's reference_inputs (issue 18): the extremal samples (NaN, infinities, huge and tiny values)
-# through the graph and the eager frontend at OPINFO_LEVEL. Resumable; docs/opinfo-reference.md.
+# through the graph and the eager frontend at OPINFO_LEVEL. Resumable as opinfo-report is (its
+# results in $(OPINFO_RESULTS)/opinfo-reference-<level>.jsonl.gz); docs/opinfo-reference.md.
 opinfo-reference: setup
+	$(call resume_from,$(OPINFO_RESULTS)/opinfo-reference-$(OPINFO_LEVEL).jsonl.gz,build/reference-$(OPINFO_LEVEL).json)
 	JAXPORT_OPINFO_PATHS=reference,eager_reference $(PY) -m pytest -q -n 2 -p no:cacheprovider \
 		tests/conformance/opinfo/test_opinfo.py --opinfo=$(OPINFO_LEVEL) \
 		--opinfo-report=build/reference-$(OPINFO_LEVEL).json --opinfo-resume || true
-	$(PY) -m tests.conformance.opinfo.report build/reference-$(OPINFO_LEVEL).json docs/opinfo-reference.md $(OPINFO_LEVEL)
+	$(PY) -m tests.conformance.opinfo.report build/reference-$(OPINFO_LEVEL).json docs/opinfo-reference.md $(OPINFO_LEVEL) \
+		--archive $(OPINFO_RESULTS)/opinfo-reference-$(OPINFO_LEVEL).jsonl.gz
 
 # Every model type of transformers' auto mappings for six tasks (causal LM, sequence, image and
 # audio classification, seq2seq, speech seq2seq; issue 17), each in its own process: built small
