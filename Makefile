@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test gpu-check codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference opinfo-gradients onnx-report catalogue catalogue-head precision lint bench bench-torchax bench-real-sizes clean
+.PHONY: setup demo test test-compat gpu-check codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference opinfo-gradients onnx-report catalogue catalogue-head precision lint bench bench-torchax bench-real-sizes clean
 
 setup: $(STAMP)
 
@@ -19,11 +19,35 @@ $(STAMP): requirements/dev.txt requirements/model.txt pyproject.toml setup.py $(
 demo: setup
 	$(VENV)/bin/jaxport demo
 
-# ruff, the import rules (pyproject.toml, [tool.importlinter]; docs/architecture.md), then the suite.
+# ruff, the import rules (pyproject.toml, [tool.importlinter]; docs/architecture.md), the suite,
+# then its compatibility slice against other releases (test-compat).
 test: setup
 	$(PY) -m ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=30
+	$(MAKE) test-compat
+
+# The compatibility slice (the tests marked `compat`: every frontend, generation, training,
+# codegen, the CLI, the transformers adapter) against each release set of requirements/compat-*.txt:
+# the newest releases the package index serves, and the floors pyproject.toml declares. Each set
+# is an environment of its own, $(VENV)-<set>, layered over $(VENV): it installs only what differs
+# (a .pth file puts $(VENV)'s packages after its own), so it takes seconds, not a second torch.
+COMPAT_SETS := newest floor
+PURELIB = $(shell $(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+$(VENV)-%/.installed: requirements/compat-%.txt $(STAMP)
+	rm -rf $(VENV)-$*
+	$(PYTHON) -m venv $(VENV)-$*
+	echo "import site; site.addsitedir('$(PURELIB)')" > \
+		"$$($(VENV)-$*/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_jaxport_base.pth"
+	$(VENV)-$*/bin/python -m pip install -q -r requirements/compat-$*.txt
+	touch $@
+test-compat: setup $(foreach set,$(COMPAT_SETS),$(VENV)-$(set)/.installed)
+	set -e; for set in $(COMPAT_SETS); do \
+		echo "== the compatibility slice with requirements/compat-$$set.txt"; \
+		$(VENV)-$$set/bin/python -c "import jax, numpy, onnx, onnxruntime, optax, safetensors, torch, transformers as t; \
+			print(' '.join(f'{m.__name__} {m.__version__}' for m in (torch, jax, numpy, t, onnx, onnxruntime, optax, safetensors)))"; \
+		$(VENV)-$$set/bin/python -m pytest -q -n 2 -p no:cacheprovider -m compat --durations=5; \
+	done
 
 # jaxport on a GPU (benchmarks/gpu_check.py): every entry point's parity on CUDA, then the forward
 # rows and the 8B bfloat16 decode rows, appended to benchmarks/results/gpu_check_cuda.jsonl; at most
@@ -165,4 +189,4 @@ bench-real-sizes: setup
 	$(PY) benchmarks/bench_real_sizes.py --cores all --markdown build/real_sizes_allcores.md
 
 clean:
-	rm -rf $(VENV) build .pytest_cache
+	rm -rf $(VENV) $(foreach set,$(COMPAT_SETS),$(VENV)-$(set)) build .pytest_cache

@@ -184,6 +184,7 @@ def test_graph_breaks_run_each_part_on_jax():
     assert dynamo.counters["graphs"] == 3
 
 
+@pytest.mark.compat
 def test_generate_with_a_compiled_forward_gives_eagers_tokens():
     """transformers' generate over a compiled forward: a cache that grows each step (its empty
     tensors are constants of the first graph, read outside AOTAutograd's fake mode)."""

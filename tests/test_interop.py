@@ -20,6 +20,7 @@ def _torch_code(x, y):
     return torch.tanh(x @ y).sum(dim=-1) * 2 + x.mean()
 
 
+@pytest.mark.compat
 def test_jax_fn_under_jit_grad_vmap_jvp():
     x = np.random.default_rng(0).standard_normal((3, 4), dtype=np.float32)
     y = np.random.default_rng(1).standard_normal((4, 5), dtype=np.float32)

@@ -301,6 +301,7 @@ def tanh_off_by_a_bit(x):
     return jnp.tanh(x) + 0.01
 
 
+@pytest.mark.compat
 def test_onnx_wrong_lowering_is_localized_by_onnxruntime_intermediates(chain_onnx):
     x = np.random.default_rng(8).standard_normal((3, 6)).astype(np.float32)
     assert jaxport.verify(chain_onnx, (x,), localize=True).passed

@@ -28,6 +28,9 @@ import importlib
 import warnings
 from typing import Any
 
+# isort: off
+from . import versions  # noqa: F401 - first: torch, JAX or NumPy below jaxport's floors is refused by name
+# isort: on
 from . import cache as _cache
 from .backends.codegen import EmitError, emit
 from .backends.model import JaxModel

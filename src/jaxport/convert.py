@@ -18,7 +18,7 @@ import torch
 from . import dtypes
 from .backends.model import JaxModel
 from .devices import module_device, moved
-from .frontends import hugging_face, torch_export
+from .frontends import hugging_face, torch_export, transformers_adapter
 from .frontends import onnx as onnx_frontend
 from .frontends.torch_export import quiet_torch_logs
 from .precision import Precision, precision_policy
@@ -77,33 +77,36 @@ def from_torch(
         for m, was_training in modes.items():
             m.training = was_training
     model = from_exported_program(ep, decompose=decompose, name=type(module).__name__, training=training)
-    cache = _returned_cache(ep)
-    if cache is not None and "past_key_values" not in (kwargs or {}):
-        model = CacheFedModel(model, module, cache, decompose=decompose, strict=strict, train=training)
+    field, cache = _returned_cache(ep)
+    if cache is not None and field not in (kwargs or {}):
+        model = CacheFedModel(model, module, field, cache, decompose=decompose, strict=strict, train=training)
     return model
 
 
-def _returned_cache(ep: torch.export.ExportedProgram):
-    """The pytree spec of the Hugging Face cache `ep` returns as `past_key_values`, if any."""
+def _returned_cache(ep: torch.export.ExportedProgram) -> tuple[str | None, Any]:
+    """(the output field, its pytree spec) of the Hugging Face cache `ep` returns, if any: the field
+    is `cache` from transformers 5.24 on, `past_key_values` before, and the model takes the cache
+    back as the argument of the same name."""
     spec = ep.call_spec.out_spec
-    fields = spec.context if isinstance(spec.context, list) else []
-    if "past_key_values" in fields:
-        child = spec.children()[fields.index("past_key_values")]
+    field = transformers_adapter.cache_field(spec.context if isinstance(spec.context, list) else [])
+    if field is not None:
+        child = spec.children()[spec.context.index(field)]
         if hugging_face.is_described(child):
-            return child
-    return None
+            return field, child
+    return None, None
 
 
 class CacheFedModel(JaxModel):
     """A Hugging Face model converted without a cache, which returns one (`use_cache=True`) and takes
-    it back: a call with `past_key_values=` (the nested arrays an earlier call returned, or a
+    it back: a call with `past_key_values=` (`cache=` from transformers 5.24 on: the nested arrays an earlier call returned, or a
     transformers cache) runs a second program converted for cached steps on first use, with the
     cache length dynamic, and the same `params`. A call with a different number of new tokens
     converts once more. It keeps a reference to the torch module for that conversion."""
 
-    def __init__(self, base: JaxModel, module: torch.nn.Module, cache_spec, **convert_options):
+    def __init__(self, base: JaxModel, module: torch.nn.Module, cache_field: str, cache_spec, **convert_options):
         self.__dict__.update(base.__dict__)
         self._module = module
+        self._cache_field = cache_field
         self._cache_spec = cache_spec
         self._convert_options = convert_options
         self._steps: list[JaxModel] = []
@@ -111,7 +114,7 @@ class CacheFedModel(JaxModel):
 
     def _step_for(self, args: tuple, kwargs: dict) -> JaxModel | None:
         """The program converted for a cached step with these inputs' sizes; None without a cache."""
-        if kwargs.get("past_key_values") is None:
+        if kwargs.get(self._cache_field) is None:
             return None
         with self._converting:
             for step in self._steps:
@@ -128,14 +131,14 @@ class CacheFedModel(JaxModel):
         )
 
         device = module_device(self._module)  # trace where the module lives (cuda, meta, cpu)
-        example = {k: _torch_like(v, device) for k, v in kwargs.items() if k != "past_key_values"}
-        cache = kwargs["past_key_values"]
+        example = {k: _torch_like(v, device) for k, v in kwargs.items() if k != self._cache_field}
+        cache = kwargs[self._cache_field]
         if not isinstance(cache, self._cache_spec.type):
             leaves = hugging_face.leaves_from_arrays(
-                self._cache_spec.context, cache, self._cache_spec.num_children, "input 'past_key_values'"
+                self._cache_spec.context, cache, self._cache_spec.num_children, f"input '{self._cache_field}'"
             )
             cache = self._cache_spec.unflatten([_torch_like(x, device) for x in leaves])
-        example["past_key_values"] = cache
+        example[self._cache_field] = cache
         example_args = tuple(_torch_like(a, device) for a in args)
         # Every size dynamic, as transformers' exporter does: torch.export keeps what it must fix,
         # and logs a warning for each such size (a single new token stays 1), which is expected.

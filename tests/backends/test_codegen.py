@@ -267,6 +267,7 @@ def test_main_runs_the_model_on_a_random_input(emitted):
         assert done.stdout.split("\n")[0] == f"{want['arr_0'].shape} {want['arr_0'].dtype}"
 
 
+@pytest.mark.compat
 def test_convert_cli_takes_a_torch_export_archive(tmp_path):
     import torch
 

@@ -173,6 +173,7 @@ def gpt2():
     return GPT2LMHeadModel(config).eval()
 
 
+@pytest.mark.compat
 def test_gpt2_round_trip(tmp_path):
     module = gpt2()
     ids = torch.randint(0, 64, (2, 6))

@@ -73,6 +73,20 @@ def test_the_kernels_are_built():
     assert _native.loaded(), f"{_native.LIBRARY} is missing or does not load: run `make setup` (pip install -e .)"
 
 
+def test_a_kernel_xla_refuses_leaves_the_portable_formulation_with_a_warning(monkeypatch):
+    """A library built against another jaxlib's FFI headers, whose API version this XLA refuses
+    (jaxlib 0.8 refuses what 0.10's headers build), is left out with one warning, not an error
+    in the middle of a conversion."""
+    def refuse(*args, **kwargs):
+        raise jax.errors.JaxRuntimeError("INVALID_ARGUMENT: FFI handler registration failed because the "
+                                         "handler's API version (0.3) is incompatible with the framework's (0.1)")
+
+    monkeypatch.setattr(jax.ffi, "register_ffi_target", refuse)
+    monkeypatch.setattr(jax.ffi, "pycapsule", lambda handler: handler)
+    with pytest.warns(RuntimeWarning, match=r"compiled CPU kernels do not load in this jaxlib .* API version"):
+        assert not _native._registered(object())
+
+
 @pytest.mark.parametrize("in_shape, kernel, pays", [
     ((1, 96, 56, 56), 7, True),   # ConvNeXt
     ((1, 768, 7, 7), 7, True),

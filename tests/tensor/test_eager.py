@@ -194,6 +194,7 @@ def test_module_to_jax_matches_cpu():
         _same(model(x.to("jax")), want.detach(), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.compat
 def test_mlp_trains_like_pytorch():
     ref = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
     model = copy.deepcopy(ref).to("jax")

@@ -208,6 +208,7 @@ def _arrays(state):
     return jax.tree.leaves((state.params, state.buffers, state.opt_state, state.step))
 
 
+@pytest.mark.compat
 def test_checkpoint_round_trip_and_back_into_torch(tmp_path):
     module, batches = _cnn()
     model = jaxport.from_torch(module, (batches[0][0],), train=True)
@@ -255,6 +256,7 @@ def test_checkpoint_errors(tmp_path):
         jaxport.train.load_into_torch(MLP(), {"net.0.weight": model.params["net.0.weight"]})
 
 
+@pytest.mark.compat
 def test_frozen_parameters_stay_put():
     module, batches = _mlp()
     model = jaxport.from_torch(module, (batches[0][0],), train=True)

@@ -52,6 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import versions
 from ..errors import JaxportError, OpUse, UnsupportedOpsError
 from ..files import MANIFEST, write_directory
 from ..ir import Node, Program, Ref, Subgraph, TensorSpec, interpret, references
@@ -105,6 +106,7 @@ def emit(model: JaxModel, out_dir: str | Path, *, force: bool = False) -> Emitte
     start = time.perf_counter()
     source, constants = generate(model)
     seconds = time.perf_counter() - start
+    versions.require("safetensors")
     from safetensors.numpy import save_file
 
     written: dict[str, Any] = {}

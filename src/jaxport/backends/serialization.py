@@ -54,6 +54,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import versions
 from ..errors import InputError, SerializationError, one_line
 from ..files import check_directory, write_directory
 from ..ir import flatten_by_name, interpret
@@ -153,6 +154,7 @@ class ExportedModel:
         `directory` (created if missing; an export there is replaced as a whole, other files are
         kept). A kill or a full disk part way leaves the previous export as it was; a failed write
         is a `jaxport.files.WriteError` (an `OSError`). Returns the directory."""
+        versions.require("safetensors")
         from safetensors.numpy import save_file
 
         out = Path(directory)
@@ -222,6 +224,7 @@ def load_exported(directory: str | os.PathLike) -> ExportedModel:
 def read_safetensors(path: str | os.PathLike, error: type[Exception]) -> dict[str, np.ndarray]:
     """The arrays of a `.safetensors` file; a missing, truncated or corrupt file is one `error`
     naming it (safetensors checks its header against the file's size before reading)."""
+    versions.require("safetensors")
     from safetensors.numpy import load_file
 
     try:

@@ -21,15 +21,15 @@ model never pays for it.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import sys
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from ..errors import InputError
+from . import transformers_adapter
+from .transformers_adapter import grouped_query_attention
 
 
 def is_model(module: Any) -> bool:
@@ -42,6 +42,7 @@ def is_model(module: Any) -> bool:
 def exporting(model: torch.nn.Module, kwargs: dict | None) -> Iterator[dict]:
     """The context transformers' Dynamo exporter traces a model in; yields the keyword inputs
     to trace with (output flags such as `use_cache` move into the config for the trace)."""
+    transformers_adapter.require()
     from transformers.exporters import exporter_dynamo as hf
     from transformers.exporters.utils import apply_patches, prepare_for_export
 
@@ -51,68 +52,6 @@ def exporting(model: torch.nn.Module, kwargs: dict | None) -> Iterator[dict]:
     with (apply_patches("dynamo"), hf.reset_model_state(model), hf.patch_model_config(model, output_flags),
           grouped_query_attention()):
         yield inputs
-
-
-@contextlib.contextmanager
-def grouped_query_attention() -> Iterator[None]:
-    """transformers' SDPA attention hands grouped-query heads to `scaled_dot_product_attention`
-    as they are (`enable_gqa=True`) instead of repeating each key/value head in memory first
-    (`repeat_kv`), which it does under a mask because PyTorch's fused CPU/CUDA kernels need it.
-    jaxport's lowering groups the query heads itself, so the exported graph should not repeat:
-    repeating cost a copy of every layer's keys and values per step.
-
-    transformers decides in `sdpa_attention.use_gqa_in_sdpa`, switched on process-wide by an
-    environment variable. Here the switch is this context's own: while any such context is open,
-    that function is wrapped by one that says yes inside the context (a `ContextVar`, so other
-    threads and other contexts are not affected) and asks transformers' own otherwise; the last
-    context to close puts transformers' function back."""
-    _GQA_SWITCH.acquire()
-    token = _FORCE_GQA.set(True)
-    try:
-        yield
-    finally:
-        _FORCE_GQA.reset(token)
-        _GQA_SWITCH.release()
-
-
-_FORCE_GQA: contextvars.ContextVar[bool] = contextvars.ContextVar("jaxport_force_gqa", default=False)
-
-
-class _Switch:
-    """`sdpa_attention.use_gqa_in_sdpa` wrapped while at least one context holds it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._holders = 0
-        self._original: Any = None
-
-    def acquire(self) -> None:
-        from transformers.integrations import (
-            sdpa_attention,  # transformers: optional (`jaxport[hf]`)
-        )
-
-        with self._lock:
-            if self._holders == 0:
-                original = self._original = sdpa_attention.use_gqa_in_sdpa
-
-                @torch._dynamo.assume_constant_result
-                def use_gqa_in_sdpa(attention_mask, key, value) -> bool:
-                    return _FORCE_GQA.get() or original(attention_mask, key, value)
-
-                sdpa_attention.use_gqa_in_sdpa = use_gqa_in_sdpa
-            self._holders += 1
-
-    def release(self) -> None:
-        from transformers.integrations import sdpa_attention
-
-        with self._lock:
-            self._holders -= 1
-            if self._holders == 0:
-                sdpa_attention.use_gqa_in_sdpa = self._original
-                self._original = None
-
-
-_GQA_SWITCH = _Switch()
 
 
 # -- caches as arrays ----------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from ..backends.serialization import export
 from ..convert import from_torch
 from ..devices import module_device
 from ..errors import ExportError, InputError
+from ..frontends import transformers_adapter
 from ..frontends.hugging_face import is_model
 from ..precision import precision_policy
 from .beam import Beams, beam_search
@@ -448,7 +449,7 @@ class CausalLM:
                              "(neither its own arguments nor GenerationConfig fields)")
         for key, value in settings.items():
             setattr(config, key, value)
-        neutral = GenerationConfig._get_default_generation_params()  # what transformers fills in for None
+        neutral = transformers_adapter.default_generation_params()  # what transformers fills in for None
         for key, value in neutral.items():
             if getattr(config, key, None) is None:
                 setattr(config, key, value)
@@ -636,6 +637,7 @@ def from_causal_lm(model: torch.nn.Module, *, max_length: int, max_batch: int = 
     """
     if not is_model(model):
         raise InputError(f"from_causal_lm takes a transformers PreTrainedModel, got {type(model).__name__}")
+    transformers_adapter.require()
     if max_length < 2 or max_batch < 1:
         raise InputError(f"from_causal_lm: max_length should be at least 2 and max_batch at least 1, "
                          f"got {max_length} and {max_batch}")

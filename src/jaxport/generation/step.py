@@ -12,7 +12,6 @@ that use it: it is an optional dependency (`jaxport[hf]`).
 
 from __future__ import annotations
 
-import functools
 import inspect
 from typing import Any
 
@@ -20,7 +19,8 @@ import torch
 
 from ..devices import module_device
 from ..errors import InputError
-from ..frontends.hugging_face import grouped_query_attention
+from ..frontends import transformers_adapter as adapter
+from ..frontends.transformers_adapter import grouped_query_attention
 
 #: What a layer of each kind caches, by transformers' dynamic cache layer class name: the state's
 #: name in the layer's dict and where its slot axis is (keys and values `[B, heads, L, size]`,
@@ -46,19 +46,7 @@ _TOKENS = "tokens"
 #: Inputs a cacheless model's `prepare_inputs_for_generation` may hand its forward besides the
 #: tokens and their mask: settings, none of them a tensor of its own.
 _PLAIN_GENERATION_INPUTS = frozenset({"input_ids", "attention_mask", "position_ids", "use_cache",
-                                      "past_key_values", "cache_position", "logits_to_keep", "return_dict"})
-#: A recurrent layer's states: transformers' attribute (a dict by state index) -> the prefix of
-#: each state's name in the layer's dict (`conv_0`, `recurrent_0`, ...).
-_RECURRENT_PREFIXES = {"conv_states": "conv_", "recurrent_states": "recurrent_"}
-
-
-def _recurrent_slot(name: str) -> tuple[str, int] | None:
-    """(transformers' attribute, state index) that a recurrent state's name stands for; None for
-    keys, values and indexer keys."""
-    for attribute, prefix in _RECURRENT_PREFIXES.items():
-        if name.startswith(prefix) and name[len(prefix):].isdigit():
-            return attribute, int(name[len(prefix):])
-    return None
+                                      *adapter.CACHE_NAMES, "cache_position", "logits_to_keep", "return_dict"})
 
 
 class CausalLMStep(torch.nn.Module):
@@ -99,13 +87,12 @@ class CausalLMStep(torch.nn.Module):
         #: Whether the model keeps no cache: each step runs it over every token so far.
         self.recomputes = [set(layer) for layer in self.layer_states] == [{_TOKENS}]
         #: Whether some layer keeps recurrent states: prefill and decode are then two programs.
-        self.recurrent = any(_recurrent_slot(name) for layer in self.layer_states for name in layer)
+        self.recurrent = any(adapter.recurrent_slot(name) for layer in self.layer_states for name in layer)
         #: Whether this is one of two programs, for a prompt into an empty cache or one token after.
         self.split = split or decoding or self.recurrent
         self._attends = any("keys" in layer for layer in self.layer_states)
         forward = inspect.signature(model.forward).parameters
-        # Mamba-style models take their cache as `cache_params`; the rest as `past_key_values`
-        self._cache_argument = "cache_params" if "cache_params" in forward else "past_key_values"
+        self._cache_argument = adapter.cache_argument(model)
         self._takes_positions = "position_ids" in forward
         from transformers import GenerationMixin
 
@@ -125,19 +112,9 @@ class CausalLMStep(torch.nn.Module):
         return [{name: ((batch, *shape), dtype) for name, (shape, dtype) in layer.items()}
                 for layer in self.layer_states]
 
-    def _static_cache(self, length: torch.Tensor, states: list[dict]) -> Any:
-        from transformers.cache_utils import (
-            LinearAttentionAndStaticFullAttentionLayer,
-            LinearAttentionLayer,
-            StaticCache,
-            StaticIndexedLayer,
-            StaticLayer,
-        )
-
-        cache = StaticCache(config=self.text_config, max_cache_len=self.max_length)
-        if len(cache.layers) != len(states):
-            raise InputError(f"{type(self.model).__name__}: its static cache has {len(cache.layers)} layers, "
-                             f"but it cached {len(states)}")
+    def forward(self, input_ids, attention_mask, position_ids, length, states):
+        if self.recomputes:
+            return self._recompute(input_ids, attention_mask, length, states[0][_TOKENS])
         if self.split and not self.decoding:
             seen: Any = 0  # a prompt into an empty cache: what makes transformers' prefill code run
         else:
@@ -146,31 +123,8 @@ class CausalLMStep(torch.nn.Module):
             seen = length.item()
             torch._check(seen >= (1 if self.decoding else 0))
             torch._check(seen <= self.max_length)
-        for i, state in enumerate(states):
-            if not state:
-                continue  # a layer that caches nothing keeps transformers' own placeholder
-            recurrent = {name: tensor for name, tensor in state.items() if _recurrent_slot(name)}
-            if "keys" not in state:
-                layer = cache.layers[i] = _recurrent_layer_class(LinearAttentionLayer)(
-                    number_of_states=_state_count(recurrent))
-            else:
-                if recurrent:
-                    base = LinearAttentionAndStaticFullAttentionLayer
-                    layer = _recurrent_layer_class(_step_layer_class(base))(
-                        self.max_length, number_of_states=_state_count(recurrent))
-                else:
-                    base = StaticIndexedLayer if "indexer_keys" in state else StaticLayer
-                    layer = _step_layer_class(base)(self.max_length)
-                cache.layers[i] = layer
-                _fill_attention(layer, state, seen, length)
-            if recurrent:
-                _fill_recurrent(layer, recurrent, previous=self.decoding)
-        return cache
-
-    def forward(self, input_ids, attention_mask, position_ids, length, states):
-        if self.recomputes:
-            return self._recompute(input_ids, attention_mask, length, states[0][_TOKENS])
-        cache = self._static_cache(length, states)
+        cache = adapter.static_cache(self.text_config, self.max_length, states, seen, length,
+                                     decoding=self.decoding, name=type(self.model).__name__)
         if self.recurrent and not self.decoding:
             # transformers gives a prompt's recurrent layers its own [B, T] mask: they zero its padding
             attention_mask = attention_mask[:, : input_ids.shape[1]]
@@ -187,7 +141,7 @@ class CausalLMStep(torch.nn.Module):
         with grouped_query_attention():
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=True,
                              **{self._cache_argument: model_cache}, **kwargs)
-        return out.logits, [{name: _state(layer, name) for name in state}
+        return out.logits, [{name: adapter.layer_state(layer, name) for name in state}
                             for layer, state in zip(cache.layers, states)]
 
     def _recompute(self, input_ids, attention_mask, length, tokens):
@@ -207,46 +161,6 @@ class CausalLMStep(torch.nn.Module):
         return out.logits.index_select(1, slots), [{_TOKENS: tokens}]
 
 
-def _state_count(recurrent: dict) -> int:
-    return 1 + max(_recurrent_slot(name)[1] for name in recurrent)
-
-
-def _fill_attention(layer: Any, state: dict, seen: Any, length: torch.Tensor) -> None:
-    """Set a static attention layer's keys and values (and indexer keys) to copies of `state`'s."""
-    layer.seen = seen
-    k, v = state["keys"].clone(), state["values"].clone()
-    layer.keys, layer.values = k, v
-    layer.dtype, layer.device = k.dtype, k.device
-    layer.batch_size, layer.num_heads = k.shape[:2]
-    layer.k_head_dim, layer.v_head_dim = k.shape[-1], v.shape[-1]
-    layer.cumulative_length = length.clone()  # every layer adds T to its own counter
-    layer.is_initialized = True
-    if "indexer_keys" in state:
-        layer.indexer_keys = state["indexer_keys"].clone()
-        layer.indexer_dtype, layer.indexer_device = layer.indexer_keys.dtype, layer.indexer_keys.device
-        layer.indexer_cumulative_length = length.clone()
-        layer.is_indexer_initialized = True
-
-
-def _fill_recurrent(layer: Any, recurrent: dict, *, previous: bool) -> None:
-    """Set a recurrent layer's conv and recurrent states to copies of `recurrent`'s, with
-    `has_previous_state` as transformers has it after a prefill (`previous`) or before one."""
-    for name, tensor in recurrent.items():
-        attribute, index = _recurrent_slot(name)
-        layer.dtype, layer.device = tensor.dtype, tensor.device
-        getattr(layer, attribute)[index] = tensor.clone()
-        getattr(layer, f"is_{attribute}_initialized")[index] = True
-        if attribute == "conv_states":
-            layer.conv_kernel_size[index] = tensor.shape[-1]
-        layer.has_previous_state[index] = previous
-
-
-def _state(layer: Any, name: str) -> torch.Tensor:
-    """A layer's state `name` as `CausalLMStep` names it."""
-    slot = _recurrent_slot(name)
-    return getattr(layer, name) if slot is None else getattr(layer, slot[0])[slot[1]]
-
-
 def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[str, tuple[tuple[int, ...], torch.dtype]]], bool]:
     """Each layer's states ({name: (shape without the batch, `max_length` slots where it has
     slots, dtype)}), read from what the model caches in one forward of two tokens: multi-query,
@@ -259,7 +173,7 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[s
     name = type(model).__name__
     with torch.no_grad():
         out = model(input_ids=torch.zeros(1, 2, dtype=torch.long, device=module_device(model)), use_cache=True)
-    cache = getattr(out, "past_key_values", None) or getattr(out, "cache_params", None)
+    cache = adapter.returned_cache(out)
     if cache is None and not any(hasattr(out, own) for own in _OWN_CACHES):
         _check_plain_generation_inputs(model)
         return [{_TOKENS: ((max_length,), torch.int32)}], False
@@ -294,11 +208,11 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[s
             shape = list(tensor.shape[1:])
             shape[slot_axis - 1] = max_length
             states[state] = (tuple(shape), tensor.dtype)
-        for attribute, prefix in _RECURRENT_PREFIXES.items():
+        for attribute, prefix in adapter.RECURRENT_PREFIXES.items():
             for index, tensor in (getattr(layer, attribute, None) or {}).items():
                 if tensor is not None:
                     states[f"{prefix}{index}"] = (tuple(tensor.shape[1:]), tensor.dtype)
-        if kind in _LINEAR and not any(_recurrent_slot(s) for s in states):
+        if kind in _LINEAR and not any(adapter.recurrent_slot(s) for s in states):
             raise InputError(f"{name}: layer {i} ({kind}) kept no recurrent state after two tokens")
         layers.append(dict(sorted(states.items())))
     if not any(layers):
@@ -325,43 +239,3 @@ def _check_plain_generation_inputs(model: torch.nn.Module) -> None:
                          f"{what}, which from_causal_lm does not reproduce")
 
 
-@functools.cache
-def _step_layer_class(base: type) -> type:
-    """transformers' static layer `base` whose `get_seq_length` is the step's token count as a size
-    (an unbacked SymInt) rather than a tensor: the length is only known at run time, but code
-    that sizes or slices with it needs a number torch.export can bound."""
-
-    class StepLayer(base):
-        seen: Any = 0
-
-        def update(self, key_states, value_states, *args, **kwargs):
-            out = super().update(key_states, value_states, *args, **kwargs)
-            self.seen = self.seen + key_states.shape[-2]
-            return out
-
-        def get_seq_length(self):
-            return self.seen
-
-    StepLayer.__name__ = StepLayer.__qualname__ = f"Step{base.__name__}"
-    return StepLayer
-
-
-@functools.cache
-def _recurrent_layer_class(base: type) -> type:
-    """transformers' recurrent layer `base` whose prefill stores the last `kernel` inputs of a
-    convolution without branching on the prompt's length: transformers pads a prompt shorter than
-    the kernel with an `if` on its length, which would fix the length of an exported prefill.
-    Zeros before the prompt then a slice are the same states for every length."""
-
-    class RecurrentStepLayer(base):
-        def update_conv_state(self, conv_states, state_idx=0, **kwargs):
-            if self.has_previous_state[state_idx]:
-                return super().update_conv_state(conv_states, state_idx, **kwargs)
-            kernel = self.conv_kernel_size[state_idx]
-            padded = torch.nn.functional.pad(conv_states, (kernel, 0))
-            self.conv_states[state_idx] = padded[..., -kernel:].to(self.conv_states[state_idx].dtype)
-            self.has_previous_state[state_idx] = True
-            return conv_states
-
-    RecurrentStepLayer.__name__ = RecurrentStepLayer.__qualname__ = f"RecurrentStep{base.__name__}"
-    return RecurrentStepLayer

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from jax.experimental import multihost_utils
 
+from .. import versions
 from ..backends.serialization import read_safetensors
 from ..dlpack import to_torch
 from ..errors import InputError
@@ -63,6 +64,7 @@ def save_checkpoint(directory: str | os.PathLike, state: TrainState) -> None:
     In a multi-process run every process must call this (sharded arrays are gathered
     collectively); only process 0 writes.
     """
+    versions.require("safetensors")
     from safetensors.numpy import save_file  # optional (`jaxport[train]`)
 
     weights = {k: _host(v) for k, v in state.model_params().items()}

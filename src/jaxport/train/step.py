@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .. import versions
 from ..backends.model import JaxModel
 from ..errors import InputError
 from ..sharding import follow_params
@@ -225,6 +226,7 @@ def train_step(model: JaxModel, loss_fn: Callable, optimizer: optax.GradientTran
       donate: reuse the old state's memory for the new one.
       precision: a `MixedPrecision` policy: float32 master weights, loss scaling for float16.
     """
+    versions.require("optax")
     if not model.jittable:
         raise InputError(f"{model.name} has ops whose output shape depends on values, so it cannot be jitted "
                          "for training")

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch.export import ExportedProgram
 
+from .. import versions
 from ..backends.model import JaxModel
 from ..compare import as_numpy
 from ..devices import module_device
@@ -189,7 +190,7 @@ _NO_WEIGHTS = ("verify runs {label} in PyTorch as the reference, and its weights
 
 
 def _verify_onnx(path: str, inputs: NamedInputs | None, options: Options) -> VerificationReport:
-    import onnxruntime  # optional
+    onnxruntime = versions.require("onnxruntime")  # optional (`jaxport[onnx]`)
 
     proto, translation = onnx_frontend.translate(path)
     model = JaxModel(translation)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import versions
 from ..errors import ModelFileError, one_line
 from ..frontends import onnx as onnx_frontend
 from ..ir import Node
@@ -20,7 +21,7 @@ from ..ir import Node
 
 def onnxruntime_session(path: str, proto, optimize: bool = True):
     """An onnxruntime CPU session of `proto`; its refusal as one `ModelFileError` line."""
-    import onnxruntime  # optional
+    onnxruntime = versions.require("onnxruntime")  # optional (`jaxport[onnx]`)
 
     try:
         # onnxruntime logs its warnings and refusals on stderr; a refusal is reported below instead.

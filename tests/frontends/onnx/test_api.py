@@ -46,6 +46,7 @@ def _reference(x: np.ndarray, model: onnx.ModelProto | str) -> np.ndarray:
     return session.run(None, {"x": x})[0]
 
 
+@pytest.mark.compat
 def test_params_jit_and_symbolic_batch():
     proto = _mlp()
     model = jaxport.from_onnx(proto)
@@ -112,6 +113,7 @@ def test_corrupt_and_missing_files(tmp_path):
         jaxport.from_onnx(str(tmp_path / "absent.onnx"))
 
 
+@pytest.mark.compat
 def test_external_data_weights(tmp_path):
     proto = _mlp()
     path = str(tmp_path / "external.onnx")
@@ -134,6 +136,7 @@ def test_legacy_opset_broadcast_attribute():
     np.testing.assert_array_equal(np.asarray(model(a, b)), a + b[:, None])
 
 
+@pytest.mark.compat
 def test_cli_inspect_and_verify(tmp_path, capsys):
     path = str(tmp_path / "mlp.onnx")
     onnx.save(_mlp(), path)

@@ -77,6 +77,7 @@ ROUND_TRIP = ["bert", "gpt2", "llama", "vit", "resnet", "cnn"]
 
 
 @pytest.mark.parametrize("name", ROUND_TRIP)
+@pytest.mark.compat
 def test_torch_onnx_export_round_trip(name, tmp_path):
     import onnxruntime
 

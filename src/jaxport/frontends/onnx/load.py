@@ -14,6 +14,7 @@ import os
 import re
 from typing import Any
 
+from ... import versions
 from ...errors import ModelFileError, one_line
 
 
@@ -40,7 +41,7 @@ def read(model: Any) -> tuple[Any, str]:
 def _parse(model: Any) -> tuple[Any, str, str | None, bytes | None]:
     """(the `ModelProto`, how messages name it, its path if it came from a file, its serialized
     bytes where they were read: the checker then need not serialize it again)."""
-    import onnx
+    onnx = versions.require("onnx")
     from google.protobuf.message import DecodeError
 
     if isinstance(model, onnx.ModelProto):

@@ -21,6 +21,7 @@ import functools
 import math
 import os
 import sysconfig
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,7 +71,19 @@ def loaded() -> bool:
         handler = library.JaxportDepthwiseConv2dF32
     except (OSError, AttributeError):  # built for another platform, or from older sources
         return False
-    jax.ffi.register_ffi_target(DEPTHWISE_TARGET, jax.ffi.pycapsule(handler), platform="cpu")
+    return _registered(handler)
+
+
+def _registered(handler) -> bool:
+    """Register the kernel's handler with XLA:CPU; False (and one warning) where XLA refuses it."""
+    try:
+        jax.ffi.register_ffi_target(DEPTHWISE_TARGET, jax.ffi.pycapsule(handler), platform="cpu")
+    except jax.errors.JaxRuntimeError as e:
+        # built against another jaxlib's FFI headers, whose API version this XLA refuses
+        warnings.warn(f"jaxport's compiled CPU kernels do not load in this jaxlib {jax.__version__} ({e}); "
+                      "their lowerings run the portable formulation. Reinstall jaxport to rebuild them.",
+                      RuntimeWarning, stacklevel=2)
+        return False
     return True
 
 

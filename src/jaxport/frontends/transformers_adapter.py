@@ -1,0 +1,269 @@
+"""transformers beyond its documented API: every private function, attribute and renamed field
+jaxport relies on, in one place. A transformers release that moves one breaks here, and in
+`tests/frontends/test_transformers_adapter.py`, which CI runs against each transformers release it
+installs (`make test-compat`: the floor, the pinned release and the newest).
+
+jaxport supports transformers from `versions.FLOORS["transformers"]` on: the first release with
+both its Dynamo exporter (`transformers.exporters`, 5.13) and the static cache layer of hybrid
+linear-attention models (`LinearAttentionAndStaticFullAttentionLayer`, 5.14). `require()` checks
+the installed release when jaxport first needs transformers.
+
+What lives here:
+- the cache's name: a model's output field and forward argument, `past_key_values` (Mamba-style
+  models: `cache_params`) until 5.23 and `cache` from 5.24 on;
+- `GenerationConfig._get_default_generation_params()`, the values `generate` fills in for unset
+  settings;
+- `sdpa_attention.use_gqa_in_sdpa`, switched inside a context (`grouped_query_attention`);
+- the static cache a step of `CausalLMStep` runs on: transformers' static layers, given the
+  tensors of jaxport's cache through their private fields (`seen`, `cumulative_length`,
+  `is_initialized`, the indexer's and recurrent layers' twins, `has_previous_state`), and
+  subclassed where transformers' code branches on a length torch.export cannot bound.
+
+transformers is imported inside the functions: it is an optional dependency (`jaxport[hf]`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import inspect
+import threading
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from .. import versions
+from ..errors import InputError
+
+#: The names a model's cache goes by, as its output field and forward argument: `cache` from
+#: transformers 5.24 on, `past_key_values` before (and `cache_params` for Mamba-style models).
+CACHE_NAMES = ("cache", "past_key_values", "cache_params")
+
+
+def require() -> ModuleType:
+    """transformers, checked against jaxport's floor (an ImportError naming both releases)."""
+    return versions.require("transformers")
+
+
+def cache_argument(model: torch.nn.Module) -> str:
+    """The forward argument `model` takes its cache as."""
+    forward = inspect.signature(model.forward).parameters
+    return next((name for name in CACHE_NAMES if name in forward), "past_key_values")
+
+
+def returned_cache(output: Any) -> Any:
+    """The cache a model's forward returned (None if it returned none)."""
+    return next((cache for name in CACHE_NAMES if (cache := getattr(output, name, None)) is not None), None)
+
+
+def cache_field(fields: list[str]) -> str | None:
+    """Which of a model output's `fields` is its cache, if any."""
+    return next((name for name in CACHE_NAMES[:2] if name in fields), None)
+
+
+def default_generation_params() -> dict:
+    """What transformers' `generate` fills in for generation settings left at None."""
+    from transformers import GenerationConfig
+
+    return GenerationConfig._get_default_generation_params()
+
+
+@contextlib.contextmanager
+def grouped_query_attention() -> Iterator[None]:
+    """transformers' SDPA attention hands grouped-query heads to `scaled_dot_product_attention`
+    as they are (`enable_gqa=True`) instead of repeating each key/value head in memory first
+    (`repeat_kv`), which it does under a mask because PyTorch's fused CPU/CUDA kernels need it.
+    jaxport's lowering groups the query heads itself, so the exported graph should not repeat:
+    repeating cost a copy of every layer's keys and values per step.
+
+    transformers decides in `sdpa_attention.use_gqa_in_sdpa`, switched on process-wide by an
+    environment variable. Here the switch is this context's own: while any such context is open,
+    that function is wrapped by one that says yes inside the context (a `ContextVar`, so other
+    threads and other contexts are not affected) and asks transformers' own otherwise; the last
+    context to close puts transformers' function back."""
+    _GQA_SWITCH.acquire()
+    token = _FORCE_GQA.set(True)
+    try:
+        yield
+    finally:
+        _FORCE_GQA.reset(token)
+        _GQA_SWITCH.release()
+
+
+_FORCE_GQA: contextvars.ContextVar[bool] = contextvars.ContextVar("jaxport_force_gqa", default=False)
+
+
+class _Switch:
+    """`sdpa_attention.use_gqa_in_sdpa` wrapped while at least one context holds it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._original: Any = None
+
+    def acquire(self) -> None:
+        from transformers.integrations import (
+            sdpa_attention,  # transformers: optional (`jaxport[hf]`)
+        )
+
+        with self._lock:
+            if self._holders == 0:
+                original = self._original = sdpa_attention.use_gqa_in_sdpa
+
+                @torch._dynamo.assume_constant_result
+                def use_gqa_in_sdpa(attention_mask, key, value) -> bool:
+                    return _FORCE_GQA.get() or original(attention_mask, key, value)
+
+                sdpa_attention.use_gqa_in_sdpa = use_gqa_in_sdpa
+            self._holders += 1
+
+    def release(self) -> None:
+        from transformers.integrations import sdpa_attention
+
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0:
+                sdpa_attention.use_gqa_in_sdpa = self._original
+                self._original = None
+
+
+_GQA_SWITCH = _Switch()
+
+
+#: A recurrent layer's states: transformers' attribute (a dict by state index) -> the prefix of
+#: each state's name in the layer's dict (`conv_0`, `recurrent_0`, ...).
+RECURRENT_PREFIXES = {"conv_states": "conv_", "recurrent_states": "recurrent_"}
+
+
+def recurrent_slot(name: str) -> tuple[str, int] | None:
+    """(transformers' attribute, state index) that a recurrent state's name stands for; None for
+    keys, values and indexer keys."""
+    for attribute, prefix in RECURRENT_PREFIXES.items():
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            return attribute, int(name[len(prefix):])
+    return None
+
+
+
+def static_cache(text_config: Any, max_length: int, states: list[dict], seen: Any, length: torch.Tensor, *,
+                 decoding: bool, name: str) -> Any:
+    """transformers' `StaticCache` of `max_length` slots holding `states` (each layer's dict of
+    tensors, as `CausalLMStep` names them): attention layers whose token count is `seen` (a
+    size torch.export can bound) and whose position counters are `length`, recurrent layers
+    with their conv and scan states, marked as after a prefill when `decoding`."""
+    from transformers.cache_utils import (
+        LinearAttentionAndStaticFullAttentionLayer,
+        LinearAttentionLayer,
+        StaticCache,
+        StaticIndexedLayer,
+        StaticLayer,
+    )
+
+    cache = StaticCache(config=text_config, max_cache_len=max_length)
+    if len(cache.layers) != len(states):
+        raise InputError(f"{name}: its static cache has {len(cache.layers)} layers, but it cached {len(states)}")
+    for i, state in enumerate(states):
+        if not state:
+            continue  # a layer that caches nothing keeps transformers' own placeholder
+        recurrent = {key: tensor for key, tensor in state.items() if recurrent_slot(key)}
+        if "keys" not in state:
+            layer = cache.layers[i] = _recurrent_layer_class(LinearAttentionLayer)(
+                number_of_states=_state_count(recurrent))
+        else:
+            if recurrent:
+                base = LinearAttentionAndStaticFullAttentionLayer
+                layer = _recurrent_layer_class(_step_layer_class(base))(
+                    max_length, number_of_states=_state_count(recurrent))
+            else:
+                base = StaticIndexedLayer if "indexer_keys" in state else StaticLayer
+                layer = _step_layer_class(base)(max_length)
+            cache.layers[i] = layer
+            _fill_attention(layer, state, seen, length)
+        if recurrent:
+            _fill_recurrent(layer, recurrent, previous=decoding)
+    return cache
+
+
+def _state_count(recurrent: dict) -> int:
+    return 1 + max(recurrent_slot(name)[1] for name in recurrent)
+
+
+def _fill_attention(layer: Any, state: dict, seen: Any, length: torch.Tensor) -> None:
+    """Set a static attention layer's keys and values (and indexer keys) to copies of `state`'s."""
+    layer.seen = seen
+    k, v = state["keys"].clone(), state["values"].clone()
+    layer.keys, layer.values = k, v
+    layer.dtype, layer.device = k.dtype, k.device
+    layer.batch_size, layer.num_heads = k.shape[:2]
+    layer.k_head_dim, layer.v_head_dim = k.shape[-1], v.shape[-1]
+    layer.cumulative_length = length.clone()  # every layer adds T to its own counter
+    layer.is_initialized = True
+    if "indexer_keys" in state:
+        layer.indexer_keys = state["indexer_keys"].clone()
+        layer.indexer_dtype, layer.indexer_device = layer.indexer_keys.dtype, layer.indexer_keys.device
+        layer.indexer_cumulative_length = length.clone()
+        layer.is_indexer_initialized = True
+
+
+def _fill_recurrent(layer: Any, recurrent: dict, *, previous: bool) -> None:
+    """Set a recurrent layer's conv and recurrent states to copies of `recurrent`'s, with
+    `has_previous_state` as transformers has it after a prefill (`previous`) or before one."""
+    for name, tensor in recurrent.items():
+        attribute, index = recurrent_slot(name)
+        layer.dtype, layer.device = tensor.dtype, tensor.device
+        getattr(layer, attribute)[index] = tensor.clone()
+        getattr(layer, f"is_{attribute}_initialized")[index] = True
+        if attribute == "conv_states":
+            layer.conv_kernel_size[index] = tensor.shape[-1]
+        layer.has_previous_state[index] = previous
+
+
+def layer_state(layer: Any, name: str) -> torch.Tensor:
+    """A layer's state `name` as `CausalLMStep` names it."""
+    slot = recurrent_slot(name)
+    return getattr(layer, name) if slot is None else getattr(layer, slot[0])[slot[1]]
+
+
+@functools.cache
+def _step_layer_class(base: type) -> type:
+    """transformers' static layer `base` whose `get_seq_length` is the step's token count as a size
+    (an unbacked SymInt) rather than a tensor: the length is only known at run time, but code
+    that sizes or slices with it needs a number torch.export can bound."""
+
+    class StepLayer(base):
+        seen: Any = 0
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            out = super().update(key_states, value_states, *args, **kwargs)
+            self.seen = self.seen + key_states.shape[-2]
+            return out
+
+        def get_seq_length(self):
+            return self.seen
+
+    StepLayer.__name__ = StepLayer.__qualname__ = f"Step{base.__name__}"
+    return StepLayer
+
+
+@functools.cache
+def _recurrent_layer_class(base: type) -> type:
+    """transformers' recurrent layer `base` whose prefill stores the last `kernel` inputs of a
+    convolution without branching on the prompt's length: transformers pads a prompt shorter than
+    the kernel with an `if` on its length, which would fix the length of an exported prefill.
+    Zeros before the prompt then a slice are the same states for every length."""
+
+    class RecurrentStepLayer(base):
+        def update_conv_state(self, conv_states, state_idx=0, **kwargs):
+            if self.has_previous_state[state_idx]:
+                return super().update_conv_state(conv_states, state_idx, **kwargs)
+            kernel = self.conv_kernel_size[state_idx]
+            padded = torch.nn.functional.pad(conv_states, (kernel, 0))
+            self.conv_states[state_idx] = padded[..., -kernel:].to(self.conv_states[state_idx].dtype)
+            self.has_previous_state[state_idx] = True
+            return conv_states
+
+    RecurrentStepLayer.__name__ = RecurrentStepLayer.__qualname__ = f"RecurrentStep{base.__name__}"
+    return RecurrentStepLayer
