@@ -13,6 +13,7 @@ The common path is here; the rest lives in named submodules:
                           node by node with `localize=True`; its report types
     jaxport.dynamo        the `torch.compile(model, backend="jaxport")` backend (found by its
                           entry point; no import needed)
+    jaxport.versions      the oldest release of each dependency jaxport supports, and its check
 
 `register_lowering` and `lowerings` (from `jaxport.ops.registry`) give jaxport the JAX
 implementation of an op of your own, or replace one of its lowerings inside a scope.

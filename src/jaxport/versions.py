@@ -15,7 +15,8 @@ import re
 from types import ModuleType
 
 #: {distribution: oldest release CI runs}. torch: the only CPU build the package index serves
-#: for Python 3.11; JAX: the oldest of 0.6 to 0.10.2 (what Python 3.11 can install) that passes.
+#: for Python 3.11; JAX: 0.6.2 fails (no `jax.export` as jaxport uses it), 0.7 is untried; the
+#: rest as the README's "Supported releases" says.
 FLOORS = {
     "torch": "2.13",
     "jax": "0.8",
