@@ -6,7 +6,8 @@ The OpInfo sweep draws complex samples of every op (`make opinfo-report`, `make 
 these cases stay in `make test` for the families where complex inputs broke lowerings written for
 real numbers: a cast to a real dtype that drops the imaginary part (`angle`), a transpose that
 forgot to conjugate (`Tensor.H`), a conjugate where none belongs (`dot`), a real-only formula
-(`sgn`, `isclose`, `float_power`, `uniform_`, `triplet_margin_loss`).
+(`sgn`, `isclose`, `float_power`, `uniform_`, `triplet_margin_loss`), a principal logarithm where
+PyTorch's formula keeps the larger operand's imaginary part (`logaddexp`).
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from tests.support.modules import Call
 pytestmark = pytest.mark.usefixtures("x64_strict")
 
 
-def _z(*shape):
-    """A complex128 tensor whose entries stay away from 0 and from branch cuts' edges."""
+def _z(*shape, phase=1.0):
+    """A complex128 tensor whose entries stay away from 0 and from branch cuts' edges (imaginary
+    parts of scale `phase`: beyond pi for a formula whose result must not be reduced to (-pi, pi])."""
     def maker(seed):
         g = torch.Generator().manual_seed(seed)
         return torch.complex(torch.rand(shape, dtype=torch.float64, generator=g) + 0.5,
-                             torch.randn(shape, dtype=torch.float64, generator=g))
+                             phase * torch.randn(shape, dtype=torch.float64, generator=g))
     return maker
 
 
@@ -69,6 +71,7 @@ FAMILIES = {
         "float_power": (lambda z: torch.float_power(z.to(torch.complex64), 2), [_z(3, 4)]),
         "addcmul": (lambda a, b, c: torch.addcmul(a, b, c, value=0.5), [_z(3, 4), _z(3, 4), _z(3, 4)]),
         "isclose": (lambda a, b: torch.isclose(a, a + 1e-9 * b), [_z(3, 4), _z(3, 4)]),
+        "logaddexp": (torch.logaddexp, [_z(3, 4, phase=6.0), _z(3, 4, phase=6.0)]),
     },
     "reduction": {
         "sum": (lambda z: z.sum(1), [_z(3, 4)]),

@@ -583,7 +583,13 @@ def _cumlogsumexp_jvp(axis, primals, tangents):
 @aten("logaddexp.default")
 def aten_logaddexp(self, other):
     """logaddexp(Tensor self, Tensor other) -> Tensor"""
-    return _compute(jnp.logaddexp, result_type(self, other), self, other)
+    dtype = result_type(self, other)
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        # PyTorch's formula, log1p(exp(min - max)) + max, keeps the larger operand's imaginary part
+        # where jnp.logaddexp takes the principal logarithm (the two differ by multiples of 2 pi);
+        # on equal real parts PyTorch's max is `self`
+        return _compute(lambda x, y: _complex_log_add_exp(y, x), dtype, self, other)
+    return _compute(jnp.logaddexp, dtype, self, other)
 
 
 @aten("logaddexp2.default")
