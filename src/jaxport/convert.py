@@ -98,10 +98,11 @@ def _returned_cache(ep: torch.export.ExportedProgram) -> tuple[str | None, Any]:
 
 class CacheFedModel(JaxModel):
     """A Hugging Face model converted without a cache, which returns one (`use_cache=True`) and takes
-    it back: a call with `past_key_values=` (`cache=` from transformers 5.24 on: the nested arrays an earlier call returned, or a
-    transformers cache) runs a second program converted for cached steps on first use, with the
-    cache length dynamic, and the same `params`. A call with a different number of new tokens
-    converts once more. It keeps a reference to the torch module for that conversion."""
+    it back: a call with `past_key_values=` (`cache=` from transformers 5.24 on; the nested arrays
+    an earlier call returned, or a transformers cache) runs a second program converted for cached
+    steps on first use, with the cache length dynamic, and the same `params`. A call with a
+    different number of new tokens converts once more. It keeps a reference to the torch module
+    for that conversion."""
 
     def __init__(self, base: JaxModel, module: torch.nn.Module, cache_field: str, cache_spec, **convert_options):
         self.__dict__.update(base.__dict__)

@@ -49,9 +49,10 @@ def require() -> ModuleType:
 
 
 def cache_argument(model: torch.nn.Module) -> str:
-    """The forward argument `model` takes its cache as."""
+    """The forward argument `model` takes its cache as (a forward that takes both of the older
+    names keeps its recurrent state in `cache_params`)."""
     forward = inspect.signature(model.forward).parameters
-    return next((name for name in CACHE_NAMES if name in forward), "past_key_values")
+    return next((name for name in ("cache", "cache_params", "past_key_values") if name in forward), "past_key_values")
 
 
 def returned_cache(output: Any) -> Any:
@@ -60,8 +61,8 @@ def returned_cache(output: Any) -> Any:
 
 
 def cache_field(fields: list[str]) -> str | None:
-    """Which of a model output's `fields` is its cache, if any."""
-    return next((name for name in CACHE_NAMES[:2] if name in fields), None)
+    """Which of a model output's `fields` is the key/value cache `from_torch` feeds back, if any."""
+    return next((name for name in ("cache", "past_key_values") if name in fields), None)
 
 
 def default_generation_params() -> dict:
