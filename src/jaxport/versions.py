@@ -28,7 +28,7 @@ FLOORS = {
     "optax": "0.2",
 }
 #: The extra (`pip install jaxport[...]`) that brings each optional dependency.
-EXTRAS = {"transformers": "hf", "safetensors": "hf", "onnx": "onnx", "onnxruntime": "onnx", "optax": "train"}
+EXTRAS = {"transformers": "hf", "safetensors": "train", "onnx": "onnx", "onnxruntime": "onnx", "optax": "train"}
 
 
 def release(version: str) -> tuple[int, ...]:
