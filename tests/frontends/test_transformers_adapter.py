@@ -15,14 +15,13 @@ transformers = pytest.importorskip("transformers")
 from transformers.cache_utils import DynamicCache, StaticCache  # noqa: E402
 from transformers.integrations import sdpa_attention  # noqa: E402
 
-from jaxport import versions  # noqa: E402
 from jaxport.frontends import transformers_adapter as adapter  # noqa: E402
 from jaxport.frontends.transformers_adapter import grouped_query_attention  # noqa: E402
+from tests.support.zoo import cache_name  # noqa: E402
 
 pytestmark = pytest.mark.compat
 
-#: The cache's name in this release, told from its version rather than by the adapter's own probe.
-CACHE = "cache" if versions.release(transformers.__version__) >= (5, 24) else "past_key_values"
+CACHE = cache_name()
 _SMALL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, vocab_size=100)
 

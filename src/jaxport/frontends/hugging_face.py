@@ -29,7 +29,6 @@ import torch
 
 from ..errors import InputError
 from . import transformers_adapter
-from .transformers_adapter import grouped_query_attention
 
 
 def is_model(module: Any) -> bool:
@@ -50,7 +49,7 @@ def exporting(model: torch.nn.Module, kwargs: dict | None) -> Iterator[dict]:
     model, inputs, output_flags = prepare_for_export(model, inputs)
     hf.register_cache_pytrees_for_model(model)
     with (apply_patches("dynamo"), hf.reset_model_state(model), hf.patch_model_config(model, output_flags),
-          grouped_query_attention()):
+          transformers_adapter.grouped_query_attention()):
         yield inputs
 
 

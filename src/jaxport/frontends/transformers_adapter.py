@@ -148,7 +148,6 @@ def recurrent_slot(name: str) -> tuple[str, int] | None:
     return None
 
 
-
 def static_cache(text_config: Any, max_length: int, states: list[dict], seen: Any, length: torch.Tensor, *,
                  decoding: bool, name: str) -> Any:
     """transformers' `StaticCache` of `max_length` slots holding `states` (each layer's dict of

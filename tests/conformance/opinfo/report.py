@@ -147,11 +147,10 @@ def summarize(rows: list[dict], level: str, done: set = frozenset()) -> str:
         counts = collections.Counter(classify(r) for r in prow)
         tested = counts["passed"] + counts["failed"] + counts["expected failure"]
         ops = {r["op"] for r in prow}
-        rate = 100.0 * counts["passed"] / tested if tested else 0.0
         out.append(f"## Path: {path}")
         out.append("")
         out.append(f"- OpInfo entries: {len(ops)}; samples: {len(prow)}; tested (exportable): {tested}")
-        out.append(f"- passed: {counts['passed']} ({rate:.2f}%); expected failures: "
+        out.append(f"- passed: {counts['passed']} ({_percent(counts['passed'], tested)}); expected failures: "
                    f"{counts['expected failure']}; unexpected failures: {counts['failed']}; "
                    f"not exportable: {counts['unexportable']}")
         eager_only = [r for r in prow if r["status"] == "passed" and r["detail"] == EAGER_ONLY]

@@ -11,13 +11,12 @@ import pytest
 import torch
 
 import jaxport
-from jaxport import versions
 from tests.support.numeric import assert_close
+from tests.support.zoo import cache_name
 
 transformers = pytest.importorskip("transformers")
 
-#: The cache's name, as the models' output field and forward argument: renamed in transformers 5.24.
-CACHE = "cache" if versions.release(transformers.__version__) >= (5, 24) else "past_key_values"
+CACHE = cache_name()
 
 _SMALL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, vocab_size=100)
