@@ -127,6 +127,14 @@ def _probe_dtypes(func, args, kwargs):
     return pytree.tree_map_only(torch.Tensor, lambda t: t.dtype, out)
 
 
+def _refuse_unrepresentable(meta) -> None:
+    """Name an output dtype JAX has no type for (complex32) before the lowering fails on it
+    in its own words, as the graph path does."""
+    for leaf in pytree.tree_leaves(meta):
+        if isinstance(leaf, (torch.Tensor, torch.dtype)):
+            dtypes.jax_dtype(leaf if isinstance(leaf, torch.dtype) else leaf.dtype)
+
+
 def _wrap(result, meta):
     """Lowering results as JaxTensors with PyTorch's dtypes; non-tensors pass through."""
     if isinstance(meta, torch.Tensor):
@@ -195,6 +203,7 @@ def _compute(func, args, kwargs, sighting: Sighting | None = None):
     if meta is _VALUE_DEPENDENT:
         meta = _probe_dtypes(func, args, kwargs)
         sighting = None
+    _refuse_unrepresentable(meta)
     positional, keywords = lowering_arguments(plan, args, kwargs, meta, unwrap)
     if plan.rng_keyword:
         keywords[plan.rng_keyword] = _next_key(kwargs.get("generator"))
