@@ -237,6 +237,34 @@ def test_value_dependent_shapes_run_eagerly():
     _same(torch.unique(x), torch.unique(base))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3), (2, 5, 3)], ids=["tall", "wide", "batched"])
+@pytest.mark.parametrize("driver", [None, "gels", "gelsy", "gelsd", "gelss"])
+def test_lstsq_fills_in_what_each_driver_does(driver, shape, dtype):
+    a, b = torch.randn(shape, dtype=dtype), torch.randn(*shape[:-1], 2, dtype=dtype)
+    # Outside every dispatch mode: under one, PyTorch's CPU kernel returns complex residuals
+    # as the real part of the sum of squares, not of squared magnitudes.
+    with torch.utils._python_dispatch._disable_current_modes():
+        want = torch.linalg.lstsq(a, b, driver=driver)
+    got = torch.linalg.lstsq(a.to("jax"), b.to("jax"), driver=driver)
+    for g, w in zip(got, want):
+        _same(g, w, rtol=1e-4, atol=1e-4)
+
+
+def test_lstsq_of_a_rank_deficient_system():
+    a, b = torch.randn(5, 3), torch.randn(5, 2)
+    a[:, 2] = a[:, 0]  # rank 2: gelsd and gelss then give no residuals
+    for driver in ("gelsy", "gelsd"):
+        with torch.utils._python_dispatch._disable_current_modes():
+            want = torch.linalg.lstsq(a, b, driver=driver)
+        got = torch.linalg.lstsq(a.to("jax"), b.to("jax"), driver=driver)
+        for g, w in zip(got[1:], want[1:]):
+            _same(g, w, rtol=1e-4, atol=1e-4)
+        # Any least-squares solution: equal residuals against PyTorch's (gelsy's is not the shortest).
+        _same(torch.linalg.norm(a.to("jax") @ got.solution - b.to("jax"), dim=0),
+              torch.linalg.norm(a @ want.solution - b, dim=0), rtol=1e-4, atol=1e-4)
+
+
 def test_missing_op_names_op_and_user_line():
     x = torch.randn(3, 3, device="jax")
     with pytest.raises(jaxport.UnsupportedOpsError) as info:

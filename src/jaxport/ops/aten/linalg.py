@@ -583,11 +583,29 @@ def aten_linalg_inv_ex(A, *, check_errors=False):
 @aten("linalg_lstsq.default")
 def aten_linalg_lstsq(self, b, rcond=None, *, driver=None):
     """linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)"""
-    # PyTorch's default CPU driver, gelsy, returns neither residuals nor singular values.
-    pinv = jnp.linalg.pinv(self, rtol=rcond)
-    solution = jnp.matmul(pinv, b)
-    empty = jnp.zeros((0,), self.dtype)
-    return solution, empty, jnp.zeros((0,), canonical(np.int64)), empty
+    # What each LAPACK driver fills in besides the solution, as PyTorch's CPU kernel does (its
+    # default there is gelsy): the rank for gelsy, gelsd and gelss, the singular values for
+    # gelsd and gelss, and for a tall system (m > n) the squared residuals of each column for
+    # gels, and for gelsd and gelss when every matrix has full rank (a value-dependent shape).
+    driver = driver or "gelsy"
+    m, n = self.shape[-2:]
+    real = jnp.finfo(self.dtype).dtype
+    empty = jnp.zeros((0,), real)
+    if rcond is None:
+        rcond = float(jnp.finfo(self.dtype).eps) * max(m, n)
+    solution = jnp.matmul(jnp.linalg.pinv(self, rtol=rcond), b)
+    s = jnp.linalg.svd(self, compute_uv=False)
+    cutoff = rcond * jnp.max(s, axis=-1, keepdims=True, initial=0.0)
+    rank = jnp.sum(s > cutoff, axis=-1, dtype=canonical(np.int64))
+    residuals = empty
+    tall = m > n
+    if driver != "gels":
+        tall = tall and driver != "gelsy" and bool(jnp.all(rank == n))
+    if tall:
+        residuals = jnp.sum(jnp.abs(jnp.matmul(self, solution) - b) ** 2, axis=-2).astype(real)
+    return (solution, residuals,
+            jnp.zeros((0,), rank.dtype) if driver == "gels" else rank,
+            s.astype(real) if driver in ("gelsd", "gelss") else empty)
 
 
 @aten("linalg_lu.default")
