@@ -17,10 +17,11 @@ def _native_kernels() -> list[Extension]:
     except ImportError:
         print("jaxport: jaxlib is not importable at build time; installing without compiled kernels")
         return []
-    sources = sorted(str(p.as_posix()) for p in Path("src/jaxport/ops/_native").glob("*.cc"))
+    folder = Path("src/jaxport/ops/_native")
     return [Extension(
         "jaxport.ops._native._kernels",
-        sources=sources,
+        sources=sorted(str(p.as_posix()) for p in folder.glob("*.cc")),
+        depends=sorted(str(p.as_posix()) for p in folder.glob("*.h")),
         include_dirs=[str(Path(jaxlib.__file__).parent / "include")],
         language="c++",
         extra_compile_args=["-std=c++17", "-O3", "-Wno-psabi"],

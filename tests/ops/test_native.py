@@ -1,8 +1,9 @@
 """The compiled CPU kernels (`jaxport.ops._native`) against PyTorch and against the portable
-formulation they stand in for: values on every geometry the kernel takes (strides, dilations,
-asymmetric padding, channel multipliers, rows narrower than its register blocks, planes shorter
-than its row groups, 1-D), derivatives both ways, vmap, and where it must stay out (other
-dtypes, `portable()`, exported programs).
+formulation they stand in for: values on every geometry the depthwise kernel takes (strides,
+dilations, asymmetric padding, channel multipliers, rows narrower than its register blocks,
+planes shorter than its row groups, 1-D) and every ragged edge of the product kernel's tiles,
+special values, derivatives both ways, vmap, and where they must stay out (other dtypes,
+weights that are arguments, `portable()`, exported programs).
 
 The kernels are built by `make setup` (`pip install -e .`); these tests fail, not skip, when
 they are missing, so a build that silently left them out shows. `JAXPORT_NATIVE=0` turns them
@@ -11,6 +12,7 @@ off on purpose, and then the tests that need them skip.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import jax
@@ -20,7 +22,9 @@ import pytest
 import torch
 from jax import lax
 
-from jaxport.ops import _native
+import jaxport
+from jaxport.interop import to_jax
+from jaxport.ops import _native, _products
 from jaxport.ops._convolution import convolve
 from tests.support.numeric import assert_close
 
@@ -84,7 +88,7 @@ def test_a_kernel_xla_refuses_leaves_the_portable_formulation_with_a_warning(mon
     monkeypatch.setattr(jax.ffi, "register_ffi_target", refuse)
     monkeypatch.setattr(jax.ffi, "pycapsule", lambda handler: handler)
     with pytest.warns(RuntimeWarning, match=r"compiled CPU kernels do not load in this jaxlib .* API version"):
-        assert not _native._registered(object())
+        assert not _native._registered({_native.MATMUL_TARGET: object()})
 
 
 @pytest.mark.parametrize("in_shape, kernel, pays", [
@@ -188,3 +192,97 @@ def test_depthwise_kernel_stays_out_where_it_does_not_apply(everywhere):
     general = lax.conv_general_dilated(x3, w3, (1, 1, 1), [(1, 1)] * 3, dimension_numbers=("NCDHW", "OIDHW", "NCDHW"),
                                        feature_group_count=3, precision=lax.Precision.HIGHEST)
     assert_close(fn3(x3, w3), general, rtol=1e-5, atol=1e-5)
+
+
+# -- products with a constant weight (matmul.cc) -------------------------------------------------
+
+
+def _constant_product(weight):
+    """rows -> rows @ weight.T with `weight` a constant of the traced program, as in a frozen model."""
+    return jax.jit(lambda rows: _products.rows_times_weight(rows, weight, np.float32))
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 64, 64), (7, 300, 130), (133, 513, 65), (6, 256, 16 * 5), (0, 64, 64)],
+                         ids=str)
+def test_product_kernel_matches_float64(m, k, n):
+    """Rows and columns that fill no whole register tile, depths past one packed block (256),
+    and no rows at all."""
+    rng = np.random.default_rng(m + k + n)
+    rows, weight = rng.standard_normal((m, k), np.float32), jnp.asarray(rng.standard_normal((n, k), np.float32))
+    fn = _constant_product(weight)
+    assert _native.MATMUL_TARGET in fn.lower(rows).as_text()
+    expected = rows.astype(np.float64) @ np.asarray(weight, np.float64).T
+    assert_close(fn(rows), expected, rtol=1e-5, atol=1e-4)
+
+
+def test_product_kernel_special_values():
+    """A NaN or infinity in a row reaches exactly that row's outputs (padding never meets it);
+    an infinity takes each weight's sign; rows of -0.0 give +0.0, as XLA and PyTorch do."""
+    rng = np.random.default_rng(8)
+    rows, weight = rng.standard_normal((9, 70), np.float32), np.abs(rng.standard_normal((70, 70), np.float32))
+    rows[2, 5], rows[4, 69], rows[8, 0] = np.nan, np.inf, -np.inf
+    weight[3, 0] = -1.0
+    rows[6] = -0.0
+    out = np.asarray(_constant_product(jnp.asarray(weight))(rows))
+    expected = np.asarray(torch.nn.functional.linear(torch.from_numpy(rows), torch.from_numpy(weight)))
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(expected))
+    np.testing.assert_array_equal(np.isposinf(out), np.isposinf(expected))
+    np.testing.assert_array_equal(np.isneginf(out), np.isneginf(expected))
+    assert np.isnan(out[2]).all() and np.isposinf(out[4]).all()
+    assert np.isposinf(out[8, 3]) and np.isneginf(np.delete(out[8], 3)).all()
+    np.testing.assert_array_equal(np.signbit(out[6]), np.zeros(70, bool))
+    finite = np.isfinite(expected)
+    assert_close(out[finite], expected[finite], rtol=1e-5, atol=1e-4)
+
+
+def test_product_kernel_derivatives_and_vmap():
+    """Reverse and forward mode in the rows (the tangent is `dot_general`'s), and `jax.vmap` over
+    stacks of rows, equal the portable formulation's."""
+    rng = np.random.default_rng(9)
+    rows, weight = rng.standard_normal((5, 96), np.float32), jnp.asarray(rng.standard_normal((80, 96), np.float32))
+    cotangent = rng.standard_normal((5, 80), np.float32)
+
+    def portable(rows):
+        with _native.portable():
+            return _products.rows_times_weight(rows, weight, np.float32)
+
+    def kernel(rows):
+        return _products.rows_times_weight(rows, weight, np.float32)
+
+    def loss(fn):
+        return jax.jit(jax.grad(lambda r: jnp.sum(fn(r) * cotangent)))
+
+    assert_close(loss(kernel)(rows), loss(portable)(rows), rtol=1e-5, atol=1e-4)
+    tangent = jax.jit(lambda t: jax.jvp(kernel, (rows,), (t,))[1])(cotangent[:, :1] * rows)
+    assert_close(tangent, jax.jit(lambda t: jax.jvp(portable, (rows,), (t,))[1])(cotangent[:, :1] * rows),
+                 rtol=1e-5, atol=1e-4)
+    stacked = np.stack([rows, -rows])
+    assert_close(jax.jit(jax.vmap(kernel))(stacked), jax.jit(jax.vmap(portable))(stacked), rtol=1e-5, atol=1e-4)
+
+
+def test_product_kernel_only_for_a_constant_float32_weight():
+    """A weight passed as an argument (the model's `__call__` and `apply`), other dtypes, small
+    weights and programs traced inside `portable()` run `dot_general`."""
+    rng = np.random.default_rng(10)
+    rows, weight = rng.standard_normal((8, 128), np.float32), jnp.asarray(rng.standard_normal((96, 128), np.float32))
+    has_kernel = lambda fn, *args: _native.MATMUL_TARGET in fn.lower(*args).as_text()  # noqa: E731
+    assert has_kernel(_constant_product(weight), rows)
+    assert not has_kernel(jax.jit(lambda r, w: _products.rows_times_weight(r, w, np.float32)), rows, weight)
+    assert not has_kernel(jax.jit(lambda r: _products.rows_times_weight(r, weight.astype(np.float16), np.float16)),
+                          rows.astype(np.float16))
+    assert not has_kernel(_constant_product(weight[:32]), rows)
+    with _native.portable():
+        assert not has_kernel(_constant_product(weight), rows)
+
+
+def test_frozen_models_multiply_on_the_kernel():
+    """`frozen()` closes over the parameters, so its linear layers run on the kernel (and match
+    PyTorch); calling the model, with the parameters as arguments, does not."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(96, 130), torch.nn.GELU(), torch.nn.Linear(130, 64)).eval()
+    x = torch.randn(2, 5, 96)
+    model = jaxport.from_torch(module, (x,))
+    frozen_text = jax.jit(functools.partial(model._run, dict(model.params))).lower([to_jax(x)], None).as_text()
+    called_text = jax.jit(model._run).lower(model.params, [to_jax(x)], None).as_text()
+    assert frozen_text.count(_native.MATMUL_TARGET) == 2 and _native.MATMUL_TARGET not in called_text
+    assert_close(model.frozen()(x), module(x).detach().numpy(), rtol=1e-5, atol=1e-5)

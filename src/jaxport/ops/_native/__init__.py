@@ -1,6 +1,8 @@
 """Compiled CPU kernels behind some lowerings, each with its portable formulation as fallback.
 
     depthwise.cc    depthwise 2-D convolution of NCHW float32 data (`depthwise_conv`)
+    matmul.cc       float32 products of activations with a constant weight (`linear_product`)
+    parallel.h      splitting a kernel's work over XLA's intra-op thread pool
 
 `pip install` builds the kernels into one shared library next to this file when a C++17
 compiler is at hand (`setup.py`; no Python headers needed: the library holds XLA FFI handlers,
@@ -28,11 +30,12 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from .. import _convolution
+from .. import _convolution, _products
 
 #: The shared library `setup.py` builds from this package's sources.
 LIBRARY = Path(__file__).with_name("_kernels" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
 DEPTHWISE_TARGET = "jaxport_depthwise_conv2d_f32"
+MATMUL_TARGET = "jaxport_matmul_f32"
 
 #: Where the depthwise kernel pays. XLA fuses the portable formulation's taps with what
 #: comes before and after (padding, BatchNorm, activation) into one loop, which the kernel
@@ -68,16 +71,18 @@ def loaded() -> bool:
         return False
     try:
         library = ctypes.CDLL(str(LIBRARY))
-        handler = library.JaxportDepthwiseConv2dF32
+        handlers = {DEPTHWISE_TARGET: library.JaxportDepthwiseConv2dF32, MATMUL_TARGET: library.JaxportMatmulF32}
     except (OSError, AttributeError):  # built for another platform, or from older sources
         return False
-    return _registered(handler)
+    return _registered(handlers)
 
 
-def _registered(handler) -> bool:
-    """Register the kernel's handler with XLA:CPU; False (and one warning) where XLA refuses it."""
+def _registered(handlers: dict) -> bool:
+    """Register the kernels' handlers (by target name) with XLA:CPU; False (and one warning)
+    where XLA refuses them."""
     try:
-        jax.ffi.register_ffi_target(DEPTHWISE_TARGET, jax.ffi.pycapsule(handler), platform="cpu")
+        for target, handler in handlers.items():
+            jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(handler), platform="cpu")
     except jax.errors.JaxRuntimeError as e:
         # built against another jaxlib's FFI headers, whose API version this XLA refuses
         warnings.warn(f"jaxport's compiled CPU kernels do not load in this jaxlib {jax.__version__} ({e}); "
@@ -129,4 +134,45 @@ def depthwise_conv(lhs, rhs, strides, padding, dilation, sizes, portable_formula
     return convolution
 
 
+#: Where the product kernel pays: the weight's sides at least this long (smaller products are
+#: over before the custom call's overhead is repaid; XLA fuses them with their neighbours).
+MIN_PRODUCT_SIDE = 64
+SLIVER = 16  # output columns per sliver of a packed weight (matmul.cc's kNr)
+
+
+def linear_product(rows, weight, compute_dtype, portable_formulation):
+    """The kernel's formulation of rows [m, k] times the transpose of a constant weight [n, k],
+    or None where it does not apply: the weight must be a constant of the program being traced
+    (a concrete array while `rows` is traced), both float32 matrices. The weight is packed for
+    the kernel here, once per trace, as the program's constant. Derivatives come from
+    `portable_formulation` (the product is linear in `rows`; the constant has none)."""
+    if (_portable.get() or not isinstance(rows, jax.core.Tracer) or isinstance(weight, jax.core.Tracer)
+            or rows.dtype != np.float32 or weight.dtype != np.float32 or compute_dtype != np.float32
+            or rows.ndim != 2 or weight.ndim != 2 or min(weight.shape) < MIN_PRODUCT_SIDE or not loaded()):
+        return None
+    with jax.ensure_compile_time_eval():
+        packed = _slivers(weight)
+    call = jax.ffi.ffi_call(MATMUL_TARGET, jax.ShapeDtypeStruct((rows.shape[0], weight.shape[0]), rows.dtype),
+                            vmap_method="sequential")
+
+    @jax.custom_jvp
+    def product(rows):
+        return call(rows, packed)
+
+    @product.defjvp
+    def tangent(primals, tangents):
+        return product(primals[0]), portable_formulation(tangents[0], weight)
+
+    return lambda rows, weight: product(rows)
+
+
+def _slivers(weight):
+    """weight [n, k] as the kernel reads it: [ceil(n / 16), k, 16], zeros past n."""
+    n, k = weight.shape
+    count = -(-n // SLIVER)
+    padded = jax.numpy.pad(weight, ((0, count * SLIVER - n), (0, 0)))
+    return padded.reshape(count, SLIVER, k).transpose(0, 2, 1)
+
+
 _convolution.CPU_KERNELS["depthwise_conv"] = depthwise_conv
+_products.CPU_KERNELS["linear"] = linear_product

@@ -18,14 +18,11 @@
 // and jaxport's portable formulation sum them, with fused multiply-adds where the CPU has them.
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
-#include <memory>
-#include <mutex>
 #include <vector>
 
+#include "parallel.h"
 #include "xla/ffi/api/ffi.h"
 
 // GCC would turn the short copy loops below back into calls to memcpy and memset.
@@ -196,42 +193,6 @@ void ComputePlane(const float* input, const float* weights, float* output, const
   }
 }
 
-// Runs `work(begin, end)` over [0, count) in chunks on the pool and the calling thread. The
-// caller takes chunks too, so this finishes even when no pool thread is free; tasks that
-// start after the work is done find nothing left and touch only the shared state they own.
-template <typename Work>
-void ParallelFor(ffi::ThreadPool& pool, int64_t count, Work work) {
-  const int64_t threads = std::max<int64_t>(1, std::min(pool.num_threads(), count));
-  if (threads == 1) {
-    work(0, count);
-    return;
-  }
-  struct State {
-    std::atomic<int64_t> next{0};
-    std::atomic<int64_t> done{0};
-    std::mutex mutex;
-    std::condition_variable finished;
-  };
-  auto state = std::make_shared<State>();
-  const int64_t chunk = std::max<int64_t>(1, count / (4 * threads));
-  auto run = [state, count, chunk, &work]() {
-    for (int64_t begin; (begin = state->next.fetch_add(chunk)) < count;) {
-      const int64_t end = std::min(count, begin + chunk);
-      work(begin, end);
-      if (state->done.fetch_add(end - begin) + (end - begin) == count) {
-        std::lock_guard<std::mutex> lock(state->mutex);
-        state->finished.notify_all();
-      }
-    }
-  };
-  // A task scheduled here may run after this function returned: it must not read `work`.
-  // It can only reach `work` while chunks remain, and chunks remain only while we wait below.
-  for (int64_t t = 1; t < threads; ++t) pool.Schedule([run] { run(); });
-  run();
-  std::unique_lock<std::mutex> lock(state->mutex);
-  state->finished.wait(lock, [&] { return state->done.load() == count; });
-}
-
 ffi::Error DepthwiseConv2dImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> input,
                                ffi::Buffer<ffi::F32> weight, ffi::ResultBuffer<ffi::F32> output,
                                int64_t stride_h, int64_t stride_w, int64_t pad_top, int64_t pad_left,
@@ -275,7 +236,7 @@ ffi::Error DepthwiseConv2dImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> input
   float* y = output->typed_data();
   // The phased rows, then one padded input row (strided convolutions only).
   const size_t scratch_size = static_cast<size_t>((g.padded_rows + 1) * g.stride_w * g.phase_len);
-  ParallelFor(pool, planes, [&](int64_t begin, int64_t end) {
+  jaxport::ParallelFor(pool, planes, 4, [&](int64_t begin, int64_t end) {
     std::vector<float> scratch(scratch_size);
     for (int64_t plane = begin; plane < end; ++plane) {
       ComputePlane(x, k, y, g, channels, plane, scratch.data());

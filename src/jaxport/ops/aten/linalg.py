@@ -26,6 +26,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jax import lax
 
+from .._products import rows_times_weight
 from ..registry import aten, custom
 from ._grouped import grouped_rows
 from ._promotion import canonical, norm_dtypes, opmath_type, promote, result_type, rounded_as
@@ -829,10 +830,7 @@ def aten_linear(input, weight, bias=None):
     # model), XLA:CPU's dot canonicalization transposes the weight to [in, out] at compile
     # time, and its products are up to 1.7x slower on that layout (T5 frozen: 9% slower).
     rows = input.reshape(math.prod(input.shape[:-1]), input.shape[-1]) if input.ndim > 2 else input
-    out = lax.dot_general(
-        rows, weight.astype(dtype), (((rows.ndim - 1,), (weight.ndim - 1,)), ((), ())),
-        preferred_element_type=opmath_type(dtype),
-    )
+    out = rows_times_weight(rows, weight.astype(dtype), opmath_type(dtype))
     if input.ndim > 2:
         out = out.reshape(*input.shape[:-1], *out.shape[1:])
     if bias is not None:

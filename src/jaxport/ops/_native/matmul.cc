@@ -1,0 +1,165 @@
+// Float32 products of activations with a constant weight on CPU, as an XLA FFI handler:
+// out[m, n] = sum_k x[m, k] w[n, k], the weight handed over already cut into slivers.
+//
+// Why a kernel: a transformer's time at real sizes is mostly these products, and XLA:CPU's
+// (its YNNPACK fusion, the default in jaxlib 0.10) are slow on thin ones: T5-small's
+// 32 x 512 x 512 products ran at 32 GF/s on one core, its 128 x 512 x 512 at 46
+// (benchmarks/bench_xla_options.py and the profile in the README). This loop runs them at
+// 58 and 73.
+//
+// How: the blocking of Goto and van de Geijn with the weight packed ahead of time. The weight
+// arrives as [ceil(n / 16), k, 16]: slivers of 16 output columns, each k steps of 16 floats,
+// zeros past n. jaxport computes that layout from a constant weight once, when a frozen model
+// is traced, so no call repacks it. A block of x (kMc rows by kKc steps) is packed into
+// slivers of 6 rows; a 6 x 16 tile of the output is then 12 vector accumulators updated by
+// one broadcast and two loads per step, with the weight's block of the sliver (kKc x 16,
+// 16 KB) in L1 and the packed block of x in L2. Tiles at the ragged edges are computed in
+// full on zero padding and only their valid part stored. Slivers are split over XLA's
+// intra-op thread pool.
+//
+// Numerics: each output is summed over k in order within blocks of kKc, the blocks added in
+// order, in float32 with fused multiply-adds where the CPU has them. Padding only ever meets
+// padding or lands outside the stored part, so NaN and infinities propagate as in the sum.
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "parallel.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+typedef float Vec __attribute__((vector_size(32)));  // eight floats: one AVX register
+
+#define JAXPORT_INLINE inline __attribute__((always_inline))
+constexpr int64_t kMr = 6;    // rows of a register tile
+constexpr int64_t kNr = 16;   // columns of a register tile: two vectors
+constexpr int64_t kKc = 256;  // depth of a packed block: a sliver of w is 16 KB, in L1
+constexpr int64_t kMc = 132;  // rows of a packed block of x: 132 KB, in L2
+
+JAXPORT_INLINE Vec Load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+JAXPORT_INLINE void Store(float* p, Vec v) { std::memcpy(p, &v, sizeof(v)); }
+
+struct Operands {
+  const float* x;  // [m, k]
+  const float* w;  // [ceil(n / 16), k, 16]: slivers of 16 columns, zeros past n
+  float* out;      // [m, n]
+  int64_t m, n, k;
+};
+
+// x's rows [i0, i0 + mc) over depths [p0, p0 + kc) as slivers of kMr rows, each kc steps of
+// kMr floats; rows past m are zeros.
+JAXPORT_INLINE void PackX(const Operands& o, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* packed) {
+  for (int64_t is = 0; is < mc; is += kMr) {
+    float* sliver = packed + is * kc;
+    const int64_t rows = std::min(kMr, mc - is);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = o.x + (i0 + is + r) * o.k + p0;
+      for (int64_t p = 0; p < kc; ++p) sliver[p * kMr + r] = row[p];
+    }
+    for (int64_t r = rows; r < kMr; ++r) {
+      for (int64_t p = 0; p < kc; ++p) sliver[p * kMr + r] = 0.0f;
+    }
+  }
+}
+
+// The 6 x 16 tile sum_p a[p] b[p] over kc steps, added to `out` (pitch ldo) when `accumulate`;
+// only `rows` x `cols` of it stored.
+JAXPORT_INLINE void Tile(const float* a, const float* b, int64_t kc, float* out, int64_t ldo, int64_t rows,
+                         int64_t cols, bool accumulate) {
+  Vec acc[kMr][2] = {};
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    const Vec b0 = Load(b + p * kNr), b1 = Load(b + p * kNr + 8);
+    for (int64_t r = 0; r < kMr; ++r) {
+      const float s = a[p * kMr + r];
+      const Vec ar = {s, s, s, s, s, s, s, s};
+      acc[r][0] += ar * b0;
+      acc[r][1] += ar * b1;
+    }
+  }
+  if (rows == kMr && cols == kNr) {
+    for (int64_t r = 0; r < kMr; ++r) {
+      float* row = out + r * ldo;
+      if (accumulate) {
+        Store(row, Load(row) + acc[r][0]);
+        Store(row + 8, Load(row + 8) + acc[r][1]);
+      } else {
+        Store(row, acc[r][0]);
+        Store(row + 8, acc[r][1]);
+      }
+    }
+    return;
+  }
+  float tile[kMr][kNr];
+  for (int64_t r = 0; r < kMr; ++r) {
+    Store(tile[r], acc[r][0]);
+    Store(tile[r] + 8, acc[r][1]);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = out + r * ldo;
+    for (int64_t c = 0; c < cols; ++c) row[c] = accumulate ? row[c] + tile[r][c] : tile[r][c];
+  }
+}
+
+// Output columns of slivers [s_begin, s_end), every row.
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+void ComputeColumns(const Operands& o, int64_t s_begin, int64_t s_end, float* packed_x) {
+  for (int64_t p0 = 0; p0 < o.k; p0 += kKc) {
+    const int64_t kc = std::min(kKc, o.k - p0);
+    for (int64_t i0 = 0; i0 < o.m; i0 += kMc) {
+      const int64_t mc = std::min(kMc, o.m - i0);
+      PackX(o, i0, mc, p0, kc, packed_x);
+      for (int64_t sliver = s_begin; sliver < s_end; ++sliver) {
+        const float* w = o.w + (sliver * o.k + p0) * kNr;
+        const int64_t j = sliver * kNr, cols = std::min(kNr, o.n - j);
+        for (int64_t is = 0; is < mc; is += kMr) {
+          Tile(packed_x + is * kc, w, kc, o.out + (i0 + is) * o.n + j, o.n, std::min(kMr, mc - is), cols, p0 > 0);
+        }
+      }
+    }
+  }
+}
+
+ffi::Error MatmulImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F32> w,
+                      ffi::ResultBuffer<ffi::F32> out) {
+  const auto xd = x.dimensions();
+  const auto wd = w.dimensions();
+  const auto od = out->dimensions();
+  if (xd.size() != 2 || wd.size() != 3 || od.size() != 2) {
+    return ffi::Error::InvalidArgument("jaxport_matmul: operands are not a matrix and packed slivers");
+  }
+  Operands o{x.typed_data(), w.typed_data(), out->typed_data(), xd[0], od[1], xd[1]};
+  const int64_t slivers = (o.n + kNr - 1) / kNr;
+  if (od[0] != o.m || wd[0] != slivers || wd[1] != o.k || wd[2] != kNr) {
+    return ffi::Error::InvalidArgument("jaxport_matmul: operand shapes do not multiply");
+  }
+  if (o.m == 0 || o.n == 0) return ffi::Error::Success();
+  if (o.k == 0) {
+    std::fill(o.out, o.out + o.m * o.n, 0.0f);
+    return ffi::Error::Success();
+  }
+  jaxport::ParallelFor(pool, slivers, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> packed_x(static_cast<size_t>(std::min(kKc, o.k) * ((std::min(kMc, o.m) + kMr - 1) / kMr * kMr)));
+    ComputeColumns(o, begin, end, packed_x.data());
+  });
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxportMatmulF32, MatmulImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());

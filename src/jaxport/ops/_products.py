@@ -1,0 +1,33 @@
+"""Products of activations with a weight, as each backend runs them fast.
+
+`rows_times_weight` takes rows [m, k] and a weight [out, k] as `aten.linear` (and ONNX's Gemm with
+transB) hold it. Most products are `lax.dot_general`. Where the weight is a constant of the
+program being traced (a frozen model: `JaxModel.frozen()` closes over its parameters) and
+jaxport's compiled kernel is built (`ops/_native`, registered in `CPU_KERNELS`), CPUs run it
+instead: XLA:CPU's products are slow on thin shapes (T5-small's 32 x 512 x 512 at 32 GF/s on
+one core), and a constant weight can be packed for the kernel once, when the program is
+traced. As for convolutions, the choice is made in the program (`lax.platform_dependent`), so
+the same program compiled for a GPU runs `dot_general` there.
+"""
+
+from __future__ import annotations
+
+from jax import lax
+
+#: Compiled CPU kernels by name, each a function that returns its formulation of a product or
+#: None where it does not apply. `jaxport.ops._native` adds them when `pip install` built them.
+CPU_KERNELS = {}
+
+
+def rows_times_weight(rows, weight, compute_dtype):
+    """rows [m, k] times the transpose of weight [n, k] (or a weight [k], giving [m]),
+    accumulated and returned in `compute_dtype`."""
+    def general(rows, weight):
+        return lax.dot_general(rows, weight, (((rows.ndim - 1,), (weight.ndim - 1,)), ((), ())),
+                               preferred_element_type=compute_dtype)
+
+    kernel = CPU_KERNELS.get("linear")
+    on_cpu = kernel and kernel(rows, weight, compute_dtype, general)
+    if on_cpu is None:
+        return general(rows, weight)
+    return lax.platform_dependent(rows, weight, cpu=on_cpu, default=general)
