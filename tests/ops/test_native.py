@@ -202,16 +202,21 @@ def _constant_product(weight):
     return jax.jit(lambda rows: _products.rows_times_weight(rows, weight, np.float32))
 
 
-@pytest.mark.parametrize("m, k, n", [(1, 64, 64), (7, 300, 130), (133, 513, 65), (6, 256, 16 * 5), (0, 64, 64)],
-                         ids=str)
-def test_product_kernel_matches_float64(m, k, n):
-    """Rows and columns that fill no whole register tile, depths past one packed block (256),
-    and no rows at all."""
+@pytest.mark.parametrize("m, k, n", [(1, 64, 64), (7, 300, 130), (133, 513, 65), (6, 256, 16 * 5), (5, 70, 1100),
+                                     (0, 64, 64)], ids=str)
+@pytest.mark.parametrize("layout", ["out-in", "in-out"])
+def test_product_kernel_matches_float64(m, k, n, layout):
+    """Rows and columns that fill no whole register tile, rows past one pass (132), depths past
+    one packed block (256), columns past one chunk (512), and no rows at all; weights as `aten.linear` ([out, in]) and `aten.mm` ([in, out]) hold them."""
     rng = np.random.default_rng(m + k + n)
-    rows, weight = rng.standard_normal((m, k), np.float32), jnp.asarray(rng.standard_normal((n, k), np.float32))
-    fn = _constant_product(weight)
+    rows, weight = rng.standard_normal((m, k), np.float32), rng.standard_normal((n, k), np.float32)
+    if layout == "out-in":
+        fn = _constant_product(jnp.asarray(weight))
+    else:
+        matrix = jnp.asarray(np.ascontiguousarray(weight.T))
+        fn = jax.jit(lambda rows: _products.rows_times_matrix(rows, matrix, np.float32))
     assert _native.MATMUL_TARGET in fn.lower(rows).as_text()
-    expected = rows.astype(np.float64) @ np.asarray(weight, np.float64).T
+    expected = rows.astype(np.float64) @ weight.astype(np.float64).T
     assert_close(fn(rows), expected, rtol=1e-5, atol=1e-4)
 
 
@@ -262,7 +267,7 @@ def test_product_kernel_derivatives_and_vmap():
 
 def test_product_kernel_only_for_a_constant_float32_weight():
     """A weight passed as an argument (the model's `__call__` and `apply`), other dtypes, small
-    weights and programs traced inside `portable()` run `dot_general`."""
+    weights, products of many rows and programs traced inside `portable()` run `dot_general`."""
     rng = np.random.default_rng(10)
     rows, weight = rng.standard_normal((8, 128), np.float32), jnp.asarray(rng.standard_normal((96, 128), np.float32))
     has_kernel = lambda fn, *args: _native.MATMUL_TARGET in fn.lower(*args).as_text()  # noqa: E731
@@ -271,6 +276,7 @@ def test_product_kernel_only_for_a_constant_float32_weight():
     assert not has_kernel(jax.jit(lambda r: _products.rows_times_weight(r, weight.astype(np.float16), np.float16)),
                           rows.astype(np.float16))
     assert not has_kernel(_constant_product(weight[:32]), rows)
+    assert not has_kernel(_constant_product(weight), np.zeros((_native.MAX_PRODUCT_ROWS + 1, 128), np.float32))
     with _native.portable():
         assert not has_kernel(_constant_product(weight), rows)
 

@@ -1,7 +1,7 @@
 """Products of activations with a weight, as each backend runs them fast.
 
-`rows_times_weight` takes rows [m, k] and a weight [out, k] as `aten.linear` (and ONNX's Gemm with
-transB) hold it. Most products are `lax.dot_general`. Where the weight is a constant of the
+`rows_times_weight` takes rows [m, k] and a weight [out, k] as `aten.linear` holds it,
+`rows_times_matrix` a matrix [k, out] as `aten.mm` does. Most products are `lax.dot_general`. Where the weight is a constant of the
 program being traced (a frozen model: `JaxModel.frozen()` closes over its parameters) and
 jaxport's compiled kernel is built (`ops/_native`, registered in `CPU_KERNELS`), CPUs run it
 instead: XLA:CPU's products are slow on thin shapes (T5-small's 32 x 512 x 512 at 32 GF/s on
@@ -21,13 +21,24 @@ CPU_KERNELS = {}
 
 def rows_times_weight(rows, weight, compute_dtype):
     """rows [m, k] times the transpose of weight [n, k] (or a weight [k], giving [m]),
-    accumulated and returned in `compute_dtype`."""
+    accumulated and returned in `compute_dtype`: `aten.linear`'s layout."""
+    return _product(rows, weight, weight.ndim - 1, compute_dtype)
+
+
+def rows_times_matrix(rows, matrix, compute_dtype):
+    """rows [m, k] times matrix [k, n], accumulated and returned in `compute_dtype`:
+    `aten.mm`'s layout (GPT-2's Conv1D weights, ONNX's MatMul initializers)."""
+    return _product(rows, matrix, 0, compute_dtype)
+
+
+def _product(rows, weight, contracting: int, compute_dtype):
+    """rows [m, k] times `weight` contracted over its dimension `contracting` (of size k)."""
     def general(rows, weight):
-        return lax.dot_general(rows, weight, (((rows.ndim - 1,), (weight.ndim - 1,)), ((), ())),
+        return lax.dot_general(rows, weight, (((rows.ndim - 1,), (contracting,)), ((), ())),
                                preferred_element_type=compute_dtype)
 
-    kernel = CPU_KERNELS.get("linear")
-    on_cpu = kernel and kernel(rows, weight, compute_dtype, general)
+    kernel = CPU_KERNELS.get("product")
+    on_cpu = kernel and kernel(rows, weight, contracting, compute_dtype, general)
     if on_cpu is None:
         return general(rows, weight)
     return lax.platform_dependent(rows, weight, cpu=on_cpu, default=general)

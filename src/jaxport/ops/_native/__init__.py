@@ -1,7 +1,7 @@
 """Compiled CPU kernels behind some lowerings, each with its portable formulation as fallback.
 
     depthwise.cc    depthwise 2-D convolution of NCHW float32 data (`depthwise_conv`)
-    matmul.cc       float32 products of activations with a constant weight (`linear_product`)
+    matmul.cc       float32 products of activations with a constant weight (`product`)
     parallel.h      splitting a kernel's work over XLA's intra-op thread pool
 
 `pip install` builds the kernels into one shared library next to this file when a C++17
@@ -134,36 +134,42 @@ def depthwise_conv(lhs, rhs, strides, padding, dilation, sizes, portable_formula
     return convolution
 
 
-#: Where the product kernel pays: the weight's sides at least this long (smaller products are
-#: over before the custom call's overhead is repaid; XLA fuses them with their neighbours).
+#: Where the product kernel pays: thin products, of at most this many rows (a batch's tokens),
+#: with the weight's sides at least MIN_PRODUCT_SIDE long. One core, against XLA's products:
+#: 32 x 512 x 512 at 61 GF/s vs 40, 128 x 768 x 768 79 vs 70, 128 x 768 x 50257 (a language
+#: model's head) 74 vs 64; but 1024 x 768 x 768 51 vs 66, where XLA's own blocking wins.
+#: Smaller weights are over before the custom call's overhead is repaid.
+MAX_PRODUCT_ROWS = 256
 MIN_PRODUCT_SIDE = 64
 SLIVER = 16  # output columns per sliver of a packed weight (matmul.cc's kNr)
 
 
-def linear_product(rows, weight, compute_dtype, portable_formulation):
-    """The kernel's formulation of rows [m, k] times the transpose of a constant weight [n, k],
-    or None where it does not apply: the weight must be a constant of the program being traced
-    (a concrete array while `rows` is traced), both float32 matrices. The weight is packed for
-    the kernel here, once per trace, as the program's constant. Derivatives come from
-    `portable_formulation` (the product is linear in `rows`; the constant has none)."""
+def product(rows, weight, contracting, compute_dtype, portable_formulation):
+    """The kernel's formulation of rows [m, k] times a constant weight contracted over its
+    dimension `contracting` ([n, k] with 1, [k, n] with 0), or None where it does not apply:
+    the weight must be a constant of the program being traced (a concrete array while `rows`
+    is traced), both float32 matrices, the product a thin one (`MAX_PRODUCT_ROWS`). The weight
+    is packed for the kernel here, once per trace, as the program's constant. Derivatives come from `portable_formulation` (the
+    product is linear in `rows`; the constant has none)."""
     if (_portable.get() or not isinstance(rows, jax.core.Tracer) or isinstance(weight, jax.core.Tracer)
             or rows.dtype != np.float32 or weight.dtype != np.float32 or compute_dtype != np.float32
-            or rows.ndim != 2 or weight.ndim != 2 or min(weight.shape) < MIN_PRODUCT_SIDE or not loaded()):
+            or rows.ndim != 2 or weight.ndim != 2 or rows.shape[0] > MAX_PRODUCT_ROWS
+            or min(weight.shape) < MIN_PRODUCT_SIDE or not loaded()):
         return None
     with jax.ensure_compile_time_eval():
-        packed = _slivers(weight)
-    call = jax.ffi.ffi_call(MATMUL_TARGET, jax.ShapeDtypeStruct((rows.shape[0], weight.shape[0]), rows.dtype),
-                            vmap_method="sequential")
+        packed = _slivers(weight if contracting == 1 else weight.T)
+    call = jax.ffi.ffi_call(MATMUL_TARGET, jax.ShapeDtypeStruct((rows.shape[0], weight.shape[1 - contracting]),
+                                                                rows.dtype), vmap_method="sequential")
 
     @jax.custom_jvp
-    def product(rows):
+    def kernel(rows):
         return call(rows, packed)
 
-    @product.defjvp
+    @kernel.defjvp
     def tangent(primals, tangents):
-        return product(primals[0]), portable_formulation(tangents[0], weight)
+        return kernel(primals[0]), portable_formulation(tangents[0], weight)
 
-    return lambda rows, weight: product(rows)
+    return lambda rows, weight: kernel(rows)
 
 
 def _slivers(weight):
@@ -175,4 +181,4 @@ def _slivers(weight):
 
 
 _convolution.CPU_KERNELS["depthwise_conv"] = depthwise_conv
-_products.CPU_KERNELS["linear"] = linear_product
+_products.CPU_KERNELS["product"] = product

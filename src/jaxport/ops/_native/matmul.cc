@@ -39,7 +39,8 @@ typedef float Vec __attribute__((vector_size(32)));  // eight floats: one AVX re
 constexpr int64_t kMr = 6;    // rows of a register tile
 constexpr int64_t kNr = 16;   // columns of a register tile: two vectors
 constexpr int64_t kKc = 256;  // depth of a packed block: a sliver of w is 16 KB, in L1
-constexpr int64_t kMc = 132;  // rows of a packed block of x: 132 KB, in L2
+constexpr int64_t kMc = 132;  // rows of x per pass over a sliver: 132 KB of packed x, in L2
+constexpr int64_t kChunk = 32;  // slivers of output columns summed through every depth at a time
 
 JAXPORT_INLINE Vec Load(const float* p) {
   Vec v;
@@ -56,18 +57,22 @@ struct Operands {
   int64_t m, n, k;
 };
 
-// x's rows [i0, i0 + mc) over depths [p0, p0 + kc) as slivers of kMr rows, each kc steps of
-// kMr floats; rows past m are zeros.
-JAXPORT_INLINE void PackX(const Operands& o, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* packed) {
-  for (int64_t is = 0; is < mc; is += kMr) {
-    float* sliver = packed + is * kc;
-    const int64_t rows = std::min(kMr, mc - is);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* row = o.x + (i0 + is + r) * o.k + p0;
-      for (int64_t p = 0; p < kc; ++p) sliver[p * kMr + r] = row[p];
-    }
-    for (int64_t r = rows; r < kMr; ++r) {
-      for (int64_t p = 0; p < kc; ++p) sliver[p * kMr + r] = 0.0f;
+// All of x as the tiles read it: for each block of kKc depths (from p0, `padded_m` rows each,
+// at packed + p0 * padded_m), slivers of kMr rows, each kc steps of kMr floats; rows past m
+// are zeros.
+void PackX(const Operands& o, int64_t padded_m, float* packed) {
+  for (int64_t p0 = 0; p0 < o.k; p0 += kKc) {
+    const int64_t kc = std::min(kKc, o.k - p0);
+    for (int64_t i = 0; i < padded_m; i += kMr) {
+      float* sliver = packed + p0 * padded_m + i * kc;
+      const int64_t rows = std::max<int64_t>(0, std::min(kMr, o.m - i));
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = o.x + (i + r) * o.k + p0;
+        for (int64_t p = 0; p < kc; ++p) sliver[p * kMr + r] = row[p];
+      }
+      for (int64_t r = rows; r < kMr; ++r) {
+        for (int64_t p = 0; p < kc; ++p) sliver[p * kMr + r] = 0.0f;
+      }
     }
   }
 }
@@ -111,19 +116,26 @@ JAXPORT_INLINE void Tile(const float* a, const float* b, int64_t kc, float* out,
   }
 }
 
-// Output columns of slivers [s_begin, s_end), every row.
+// Output columns of slivers [s_begin, s_end), every row, from x packed by PackX. Columns go
+// kChunk slivers at a time through every depth, so that block of the output (128 rows by 512
+// columns: 256 KB) stays in L2 while it is summed, rather than being reread from memory once
+// per block of depths (a language model's head is [128, 50257]: 26 MB).
 __attribute__((target_clones("arch=x86-64-v3", "default")))
-void ComputeColumns(const Operands& o, int64_t s_begin, int64_t s_end, float* packed_x) {
-  for (int64_t p0 = 0; p0 < o.k; p0 += kKc) {
-    const int64_t kc = std::min(kKc, o.k - p0);
-    for (int64_t i0 = 0; i0 < o.m; i0 += kMc) {
-      const int64_t mc = std::min(kMc, o.m - i0);
-      PackX(o, i0, mc, p0, kc, packed_x);
-      for (int64_t sliver = s_begin; sliver < s_end; ++sliver) {
-        const float* w = o.w + (sliver * o.k + p0) * kNr;
-        const int64_t j = sliver * kNr, cols = std::min(kNr, o.n - j);
-        for (int64_t is = 0; is < mc; is += kMr) {
-          Tile(packed_x + is * kc, w, kc, o.out + (i0 + is) * o.n + j, o.n, std::min(kMr, mc - is), cols, p0 > 0);
+void ComputeColumns(const Operands& o, const float* packed_x, int64_t padded_m, int64_t s_begin, int64_t s_end) {
+  for (int64_t c0 = s_begin; c0 < s_end; c0 += kChunk) {
+    const int64_t c1 = std::min(s_end, c0 + kChunk);
+    for (int64_t p0 = 0; p0 < o.k; p0 += kKc) {
+      const int64_t kc = std::min(kKc, o.k - p0);
+      const float* block = packed_x + p0 * padded_m;
+      for (int64_t i0 = 0; i0 < o.m; i0 += kMc) {
+        const int64_t mc = std::min(kMc, o.m - i0);
+        for (int64_t sliver = c0; sliver < c1; ++sliver) {
+          const float* w = o.w + (sliver * o.k + p0) * kNr;
+          const int64_t j = sliver * kNr, cols = std::min(kNr, o.n - j);
+          for (int64_t is = 0; is < mc; is += kMr) {
+            Tile(block + (i0 + is) * kc, w, kc, o.out + (i0 + is) * o.n + j, o.n, std::min(kMr, mc - is), cols,
+                 p0 > 0);
+          }
         }
       }
     }
@@ -148,9 +160,11 @@ ffi::Error MatmulImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer
     std::fill(o.out, o.out + o.m * o.n, 0.0f);
     return ffi::Error::Success();
   }
+  const int64_t padded_m = (o.m + kMr - 1) / kMr * kMr;
+  std::vector<float> packed_x(static_cast<size_t>(padded_m * o.k));
+  PackX(o, padded_m, packed_x.data());
   jaxport::ParallelFor(pool, slivers, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> packed_x(static_cast<size_t>(std::min(kKc, o.k) * ((std::min(kMc, o.m) + kMr - 1) / kMr * kMr)));
-    ComputeColumns(o, begin, end, packed_x.data());
+    ComputeColumns(o, packed_x.data(), padded_m, begin, end);
   });
   return ffi::Error::Success();
 }

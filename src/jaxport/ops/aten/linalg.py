@@ -26,7 +26,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jax import lax
 
-from .._products import rows_times_weight
+from .._products import rows_times_matrix, rows_times_weight
 from ..registry import aten, custom
 from ._grouped import grouped_rows
 from ._promotion import canonical, norm_dtypes, opmath_type, promote, result_type, rounded_as
@@ -60,6 +60,11 @@ def _scaled_add(self, product, beta, alpha, dtype):
 
 
 def _matmul(a, b, preferred_element_type=None):
+    if a.ndim >= 2 and b.ndim == 2 and a.dtype == b.dtype:
+        # Leading dims as one [rows, k] matrix, as `aten_linear` multiplies (see there).
+        rows = a.reshape(math.prod(a.shape[:-1]), a.shape[-1]) if a.ndim > 2 else a
+        out = rows_times_matrix(rows, b, preferred_element_type or a.dtype)
+        return out.reshape(*a.shape[:-1], b.shape[1]) if a.ndim > 2 else out
     return jnp.matmul(a, b, preferred_element_type=preferred_element_type)
 
 
