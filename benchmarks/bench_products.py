@@ -1,12 +1,13 @@
-"""The matrix products of a BERT-base layer: XLA:CPU against PyTorch and onnxruntime, on the same cores.
+"""Transformers' matrix products: XLA:CPU and jaxport's kernel against PyTorch and onnxruntime, on the same cores.
 
     python benchmarks/bench_products.py [--runs 50] [--cores 1|N|all] [--markdown out.md]
 
 A transformer's time at real sizes is mostly these products, so this separates the kernel
-each library calls from everything around it. Each row is `x @ w.T` for a 128-token
-activation `x` and a `[out, in]` weight `w`, as `aten.linear` lowers it: XLA with the weight
-as an argument (`jm(...)`) and as a constant (`jm.frozen()`), PyTorch's `linear`, and an
-onnxruntime `Gemm` (transB=1) with the weight as an initializer. GF/s counts 2*m*k*n.
+each library calls from everything around it. Each row is `x @ w.T` for an activation `x` of
+32 or 128 tokens and a `[out, in]` weight `w`, as `aten.linear` lowers it: XLA with the weight
+as an argument (`jm(...)`) and as a constant, jaxport's own kernel (`ops/_native/matmul.cc`,
+what `jm.frozen()` runs for a constant weight on CPU), PyTorch's `linear`, and an onnxruntime
+`Gemm` (transB=1) with the weight as an initializer. GF/s counts 2*m*k*n.
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ from jax import lax
 from onnx import TensorProto, helper
 
 from _report import interleaved, publish
+from jaxport.ops import _native, _products
 
-#: (tokens, in features, out features): attention projections, MLP up, MLP down.
-SHAPES = [(128, 768, 768), (128, 768, 3072), (128, 3072, 768)]
-BACKENDS = ("XLA, weight an argument", "XLA, weight a constant", "PyTorch", "onnxruntime")
+#: (tokens, in features, out features): BERT-base's attention projections, MLP up and MLP down;
+#: T5-small's projections in its decoder (32 tokens) and encoder; GPT-2's language model head.
+SHAPES = [(128, 768, 768), (128, 768, 3072), (128, 3072, 768), (32, 512, 512), (128, 512, 512), (128, 768, 50257)]
+BACKENDS = ("XLA, weight an argument", "XLA, weight a constant", "jaxport's kernel, weight a constant", "PyTorch",
+            "onnxruntime")
 
 
 def _gemm_session(w: np.ndarray, m: int):
@@ -49,11 +53,16 @@ def measure(m: int, k: int, n: int, runs: int) -> list:
     dims = (((1,), (1,)), ((), ()))
     as_argument = jax.jit(lambda a, b: lax.dot_general(a, b, dims, precision=lax.Precision.HIGHEST))
     as_constant = jax.jit(lambda a: lax.dot_general(a, jnp.asarray(w), dims, precision=lax.Precision.HIGHEST))
+    constant_weight = jnp.asarray(w)
+    kernel = jax.jit(lambda a: _products.rows_times_weight(a, constant_weight, np.float32))
+    if _native.MATMUL_TARGET not in kernel.lower(x).as_text():
+        raise SystemExit("jaxport's product kernel is not built (make setup) or not chosen for this shape")
     jx, jw, tx, tw = jnp.asarray(x), jnp.asarray(w), torch.from_numpy(x), torch.from_numpy(w)
     session = _gemm_session(w, m)
     with torch.no_grad():
         return interleaved([lambda: as_argument(jx, jw).block_until_ready(),
                             lambda: as_constant(jx).block_until_ready(),
+                            lambda: kernel(jx).block_until_ready(),
                             lambda: torch.nn.functional.linear(tx, tw),
                             lambda: session.run(None, {"x": x})], runs)
 
