@@ -35,6 +35,7 @@ import jax.numpy as jnp
 from .._attention import group_heads, ungroup_heads
 from ..registry import aten
 from ._promotion import opmath_type
+from .reduction import safe_softmax
 
 
 def _scale(query, scale):
@@ -66,11 +67,6 @@ def _masked_scores(query, key, attn_mask, is_causal, scale, band=None):
     return scores
 
 
-def _dead_rows(scores):
-    """(..., q, 1) True where every score of the row is -inf: PyTorch gives such rows zeros."""
-    return jnp.all(scores == -jnp.inf, axis=-1, keepdims=True)
-
-
 def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, key_rng, *, band=None, keep=None):
     """(output, weights after dropout, scores, dead rows), the last three grouped as
     `_masked_scores` leaves them. Dropout keeps the weights `keep` says (True: kept; the math
@@ -80,10 +76,8 @@ def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, key_rn
                                                 is_causal, scale, key_rng, band=band, keep=keep)
         return out[0], weights[0], scores[0], dead[0]
     scores = _masked_scores(query, key, attn_mask, is_causal, scale, band)
-    dead = _dead_rows(scores)
-    # Like torch's _safe_softmax: fully masked rows get zero weights, not NaN (and no NaN
-    # gradient either, so the dead rows' scores are neutralised before the softmax).
-    weights = jnp.where(dead, 0.0, jax.nn.softmax(jnp.where(dead, 0.0, scores), axis=-1))
+    # Like torch's _safe_softmax: fully masked rows get zero weights, not NaN (nor NaN gradients).
+    weights, dead = safe_softmax(scores, -1)
     if dropout_p > 0.0:
         if keep is None:
             keep = jax.random.bernoulli(key_rng, 1.0 - dropout_p, weights.shape)

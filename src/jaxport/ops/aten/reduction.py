@@ -373,9 +373,21 @@ def aten__safe_softmax(self, dim, dtype=None):
     # A row of -inf only softmaxes to zeros, not NaN; its scores are neutralised first so that
     # its gradient is zero too (PyTorch's backward runs on the zero output), not 0 * NaN.
     axis = dim % x.ndim if x.ndim else None
-    dead = jnp.all(x == -jnp.inf, axis=axis, keepdims=True)
-    out = jnp.where(dead, 0, jax.nn.softmax(jnp.where(dead, 0, x), axis=axis))
-    return out.astype(out_dtype)
+    return safe_softmax(x, axis)[0].astype(out_dtype)
+
+
+def safe_softmax(x, axis):
+    """(softmax of x over `axis`, dead rows): a row whose every entry is -inf (or that is empty)
+    is dead and softmaxes to zeros, as PyTorch's `_safe_softmax` and attention kernels give,
+    not NaN, with zero gradient. One pass for the row maxima, one for the sums: the rows
+    found dead by their maximum, not by a pass of their own (attention's scores are the
+    largest arrays of a long sequence: Whisper's encoder, 8 x 1500 x 1500 per layer)."""
+    top = jnp.max(x, axis=axis, keepdims=True, initial=-jnp.inf)
+    dead = top == -jnp.inf
+    # A dead row shifted by 0: exp(-inf) = 0 everywhere, summed to 0 and divided by 1.
+    shifted = jnp.exp(x - lax.stop_gradient(jnp.where(dead, jnp.zeros((), x.dtype), top)))
+    total = jnp.sum(shifted, axis=axis, keepdims=True)
+    return shifted / jnp.where(dead, jnp.ones((), x.dtype), total), dead
 
 
 @aten("_softmax_backward_data.default")
