@@ -674,6 +674,22 @@ def test_sym_stride(shape, dim):
     check("sym_stride.int", torch.empty(shape), dim, jit=False)
 
 
+@pytest.mark.parametrize("op, n", [("special_zeta.default", 2), ("special_zeta.default", 5), ("polygamma.default", 2),
+                                   ("polygamma.default", 4)])
+def test_zeta_far_below_zero(op, n):
+    """Hurwitz zeta (and polygamma through it) at q far below zero, where PyTorch sums millions
+    of terms one by one: -4988429.2 is OpInfo's reference sample (jaxport gave -9.7e-27 for
+    polygamma(4), PyTorch 74935.5); huge orders, integer and non-integer q, NaN and infinities."""
+    q = torch.tensor([-4988429.2, -13437.7, -1001.2, -8.3157, -0.5, -3.0, 0.3, 7.5, float("nan"), float("-inf"),
+                      float("inf")], dtype=torch.float64)
+    with jax.enable_x64(True):
+        if op == "polygamma.default":
+            check(op, n, q, tol=(1e-9, 0.0))
+        else:
+            check(op, torch.full_like(q, n), q, tol=(1e-9, 0.0))
+            check(op, torch.full_like(q, 1e20), q, tol=(1e-9, 0.0))
+
+
 # -- ops OpInfo samples feed random inputs -------------------------------------------------------
 
 

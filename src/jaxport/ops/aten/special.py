@@ -364,17 +364,40 @@ def _zeta(x, q):
     out_dtype = x.dtype
     acc = canonical(np.float64)
     x, q = jnp.broadcast_arrays(x.astype(acc), q.astype(acc))
-    eps = 1.11022302462515654042e-16
     one = jnp.ones((), acc)
     inf = jnp.asarray(np.inf, acc)
     nan = jnp.asarray(np.nan, acc)
     special = (x <= 1) | (q <= 0) & ((q == jnp.floor(q)) | (x != jnp.floor(x))) | ~jnp.isfinite(q)
+    # Below zero (x an integer there), PyTorch sums (q + k)^-x term by term up to q + k > 9: 5e6
+    # terms at q = -5e6. Split at r = q - floor(q) in (0, 1), the same sum is
+    # zeta(x, r) + (-1)^x (zeta(x, 1 - r) - zeta(x, 1 - q)), each from a positive q: three
+    # evaluations, done as one.
+    negative = (q < 0) & ~special
+    r = q - jnp.floor(q)
+    parts = jnp.stack([jnp.where(negative, r, q), jnp.where(negative, one - r, 2 * one),
+                       jnp.where(negative, one - q, 2 * one)])
+    direct, low, high = _zeta_from_positive(jnp.broadcast_to(x, parts.shape), parts,
+                                            jnp.broadcast_to(special, parts.shape))
+    sign = jnp.where(jnp.floor(x / 2) * 2 == x, one, -one)
+    # zeta(x, 1 - q) with 1 - q > 1 underflows to 0 for a huge x, where Cephes' tail gives 0 * inf
+    high = jnp.where(negative & jnp.isnan(high), 0, high)
+    out = jnp.where(negative, direct + sign * (low - high), direct)
+    out = jnp.where(special, nan, out)
+    out = jnp.where((q <= 0) & (q == jnp.floor(q)), inf, out)
+    out = jnp.where(x < 1, nan, out)
+    out = jnp.where(x == 1, inf, out)
+    return out.astype(out_dtype)
 
-    # direct summation until a > 9 (and at least 9 terms), stopping early once terms are negligible;
-    # 10**6 terms at most bounds the loop for absurdly negative q, where PyTorch loops on
+
+def _zeta_from_positive(x, q, special):
+    """Cephes' Hurwitz zeta in float64 where q > 0 (anything where `special`)."""
+    eps = 1.11022302462515654042e-16
+    one = jnp.ones((), x.dtype)
+
+    # direct summation until a > 9 (and at least 9 terms), stopping early once terms are negligible
     def cond(state):
         i, _, _, _, done, _ = state
-        return jnp.any(~done) & (i < 1_000_000)
+        return jnp.any(~done)
 
     def body(state):
         i, a, b, s, done, returned = state
@@ -395,7 +418,7 @@ def _zeta(x, q):
     w = a
     tail = s + b * w / (x - one) - 0.5 * b
     a = one
-    k = jnp.zeros((), acc)
+    k = jnp.zeros((), x.dtype)
     for coefficient in _ZETA_A:
         a = a * (x + k)
         b = b / w
@@ -407,11 +430,7 @@ def _zeta(x, q):
         a = a * (x + k)
         b = b / w
         k = k + one
-    out = jnp.where(special, nan, tail)
-    out = jnp.where((q <= 0) & (q == jnp.floor(q)), inf, out)
-    out = jnp.where(x < 1, nan, out)
-    out = jnp.where(x == 1, inf, out)
-    return out.astype(out_dtype)
+    return tail
 
 
 @aten("digamma.default")
