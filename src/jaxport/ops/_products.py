@@ -1,13 +1,14 @@
 """Products of activations with a weight, as each backend runs them fast.
 
 `rows_times_weight` takes rows [m, k] and a weight [out, k] as `aten.linear` holds it,
-`rows_times_matrix` a matrix [k, out] as `aten.mm` does. Most products are `lax.dot_general`. Where the weight is a constant of the
-program being traced (a frozen model: `JaxModel.frozen()` closes over its parameters) and
-jaxport's compiled kernel is built (`ops/_native`, registered in `CPU_KERNELS`), CPUs run it
-instead: XLA:CPU's products are slow on thin shapes (T5-small's 32 x 512 x 512 at 32 GF/s on
-one core), and a constant weight can be packed for the kernel once, when the program is
-traced. As for convolutions, the choice is made in the program (`lax.platform_dependent`), so
-the same program compiled for a GPU runs `dot_general` there.
+`rows_times_matrix` a matrix [k, out] as `aten.mm` does. Most products are
+`lax.dot_general`. Where the weight is a constant of the program being traced (a frozen
+model: `JaxModel.frozen()` closes over its parameters) and jaxport's compiled kernel is built
+(`ops/_native`, registered in `CPU_KERNELS`), CPUs run it instead: XLA:CPU's products are
+slow on thin shapes (T5-small's 32 x 512 x 512 at 32 GF/s on one core), and a constant weight
+can be packed for the kernel once, when the program is traced. As for convolutions, the
+choice is made in the program (`lax.platform_dependent`), so the same program compiled for a
+GPU runs `dot_general` there.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def rows_times_weight(rows, weight, compute_dtype):
 
 def rows_times_matrix(rows, matrix, compute_dtype):
     """rows [m, k] times matrix [k, n], accumulated and returned in `compute_dtype`:
-    `aten.mm`'s layout (GPT-2's Conv1D weights, ONNX's MatMul initializers)."""
+    `aten.mm`'s layout (GPT-2's Conv1D weights)."""
     return _product(rows, matrix, 0, compute_dtype)
 
 

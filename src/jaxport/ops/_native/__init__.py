@@ -149,8 +149,8 @@ def product(rows, weight, contracting, compute_dtype, portable_formulation):
     dimension `contracting` ([n, k] with 1, [k, n] with 0), or None where it does not apply:
     the weight must be a constant of the program being traced (a concrete array while `rows`
     is traced), both float32 matrices, the product a thin one (`MAX_PRODUCT_ROWS`). The weight
-    is packed for the kernel here, once per trace, as the program's constant. Derivatives come from `portable_formulation` (the
-    product is linear in `rows`; the constant has none)."""
+    is packed for the kernel here, once per trace, as the program's constant. Derivatives come
+    from `portable_formulation` (the product is linear in `rows`; the constant has none)."""
     if (_portable.get() or not isinstance(rows, jax.core.Tracer) or isinstance(weight, jax.core.Tracer)
             or rows.dtype != np.float32 or weight.dtype != np.float32 or compute_dtype != np.float32
             or rows.ndim != 2 or weight.ndim != 2 or rows.shape[0] > MAX_PRODUCT_ROWS
