@@ -13,6 +13,8 @@ GPU runs `dot_general` there.
 
 from __future__ import annotations
 
+import math
+
 from jax import lax
 
 #: Compiled CPU kernels by name, each a function that returns its formulation of a product or
@@ -21,25 +23,34 @@ CPU_KERNELS = {}
 
 
 def rows_times_weight(rows, weight, compute_dtype):
-    """rows [m, k] times the transpose of weight [n, k] (or a weight [k], giving [m]),
+    """rows [..., k] times the transpose of weight [n, k] (or a weight [k], giving [...]),
     accumulated and returned in `compute_dtype`: `aten.linear`'s layout."""
     return _product(rows, weight, weight.ndim - 1, compute_dtype)
 
 
 def rows_times_matrix(rows, matrix, compute_dtype):
-    """rows [m, k] times matrix [k, n], accumulated and returned in `compute_dtype`:
+    """rows [..., k] times matrix [k, n], accumulated and returned in `compute_dtype`:
     `aten.mm`'s layout (GPT-2's Conv1D weights)."""
     return _product(rows, matrix, 0, compute_dtype)
 
 
 def _product(rows, weight, contracting: int, compute_dtype):
-    """rows [m, k] times `weight` contracted over its dimension `contracting` (of size k)."""
+    """rows [..., k] times `weight` contracted over its dimension `contracting` (of size k).
+
+    Leading dims multiply as one [rows, k] matrix: given [..., tokens, k] with a constant
+    weight (a frozen model), XLA:CPU's dot canonicalization transposes an [n, k] weight to
+    [k, n] at compile time, and its products are up to 1.7x slower on that layout (T5 frozen:
+    9% slower)."""
+    lead = rows.shape[:-1]
+    if rows.ndim > 2:
+        rows = rows.reshape(math.prod(lead), rows.shape[-1])
+
     def general(rows, weight):
         return lax.dot_general(rows, weight, (((rows.ndim - 1,), (contracting,)), ((), ())),
                                preferred_element_type=compute_dtype)
 
     kernel = CPU_KERNELS.get("product")
     on_cpu = kernel and kernel(rows, weight, contracting, compute_dtype, general)
-    if on_cpu is None:
-        return general(rows, weight)
-    return lax.platform_dependent(rows, weight, cpu=on_cpu, default=general)
+    out = general(rows, weight) if on_cpu is None else lax.platform_dependent(rows, weight, cpu=on_cpu,
+                                                                               default=general)
+    return out.reshape(*lead, *out.shape[1:]) if len(lead) > 1 else out

@@ -61,10 +61,7 @@ def _scaled_add(self, product, beta, alpha, dtype):
 
 def _matmul(a, b, preferred_element_type=None):
     if a.ndim >= 2 and b.ndim == 2 and a.dtype == b.dtype:
-        # Leading dims as one [rows, k] matrix, as `aten_linear` multiplies (see there).
-        rows = a.reshape(math.prod(a.shape[:-1]), a.shape[-1]) if a.ndim > 2 else a
-        out = rows_times_matrix(rows, b, preferred_element_type or a.dtype)
-        return out.reshape(*a.shape[:-1], b.shape[1]) if a.ndim > 2 else out
+        return rows_times_matrix(a, b, preferred_element_type or a.dtype)
     return jnp.matmul(a, b, preferred_element_type=preferred_element_type)
 
 
@@ -831,13 +828,7 @@ def aten_linalg_vecdot(x, y, *, dim=-1):
 def aten_linear(input, weight, bias=None):
     """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"""
     dtype = np.dtype(input.dtype)
-    # Leading dims flattened into one: given [..., tokens, in] with a constant weight (a frozen
-    # model), XLA:CPU's dot canonicalization transposes the weight to [in, out] at compile
-    # time, and its products are up to 1.7x slower on that layout (T5 frozen: 9% slower).
-    rows = input.reshape(math.prod(input.shape[:-1]), input.shape[-1]) if input.ndim > 2 else input
-    out = rows_times_weight(rows, weight.astype(dtype), opmath_type(dtype))
-    if input.ndim > 2:
-        out = out.reshape(*input.shape[:-1], *out.shape[1:])
+    out = rows_times_weight(input, weight.astype(dtype), opmath_type(dtype))
     if bias is not None:
         out = out + bias.astype(out.dtype)
     return out.astype(dtype)
