@@ -203,11 +203,12 @@ def _constant_product(weight):
 
 
 @pytest.mark.parametrize("m, k, n", [(1, 64, 64), (7, 300, 130), (133, 513, 65), (6, 256, 16 * 5), (5, 70, 1100),
-                                     (0, 64, 64)], ids=str)
+                                     (600, 100, 70), (0, 64, 64)], ids=str)
 @pytest.mark.parametrize("layout", ["out-in", "in-out"])
 def test_product_kernel_matches_float64(m, k, n, layout):
-    """Rows and columns that fill no whole register tile, rows past one pass (132), depths past
-    one packed block (256), columns past one chunk (512), and no rows at all; weights as `aten.linear` ([out, in]) and `aten.mm` ([in, out]) hold them."""
+    """Rows and columns that fill no whole register tile, rows past one pass (132) and past two
+    panels (256 each), depths past one packed block (256), columns past one chunk (512), and no
+    rows at all; weights as `aten.linear` ([out, in]) and `aten.mm` ([in, out]) hold them."""
     rng = np.random.default_rng(m + k + n)
     rows, weight = rng.standard_normal((m, k), np.float32), rng.standard_normal((n, k), np.float32)
     if layout == "out-in":
@@ -267,7 +268,7 @@ def test_product_kernel_derivatives_and_vmap():
 
 def test_product_kernel_only_for_a_constant_float32_weight():
     """A weight passed as an argument (the model's `__call__` and `apply`), other dtypes, small
-    weights, products of many rows and programs traced inside `portable()` run `dot_general`."""
+    weights and programs traced inside `portable()` run `dot_general`."""
     rng = np.random.default_rng(10)
     rows, weight = rng.standard_normal((8, 128), np.float32), jnp.asarray(rng.standard_normal((96, 128), np.float32))
     has_kernel = lambda fn, *args: _native.MATMUL_TARGET in fn.lower(*args).as_text()  # noqa: E731
@@ -276,7 +277,6 @@ def test_product_kernel_only_for_a_constant_float32_weight():
     assert not has_kernel(jax.jit(lambda r: _products.rows_times_weight(r, weight.astype(np.float16), np.float16)),
                           rows.astype(np.float16))
     assert not has_kernel(_constant_product(weight[:32]), rows)
-    assert not has_kernel(_constant_product(weight), np.zeros((_native.MAX_PRODUCT_ROWS + 1, 128), np.float32))
     with _native.portable():
         assert not has_kernel(_constant_product(weight), rows)
 
@@ -292,3 +292,149 @@ def test_frozen_models_multiply_on_the_kernel():
     called_text = jax.jit(model._run).lower(model.params, [to_jax(x)], None).as_text()
     assert frozen_text.count(_native.MATMUL_TARGET) == 2 and _native.MATMUL_TARGET not in called_text
     assert_close(model.frozen()(x), module(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+# -- attention without a mask (attention.cc) --------------------------------------------------------
+
+
+@pytest.fixture
+def every_attention(monkeypatch):
+    """The kernel on attention of any length, not only where it pays."""
+    monkeypatch.setattr(_native, "MIN_ATTENTION_QUERIES", 1)
+
+
+def _sdpa(query, key, value, **kwargs):
+    return jaxport.ops.aten.attention.aten_scaled_dot_product_attention(query, key, value, **kwargs)
+
+
+def _flash(query, key, value):
+    return jaxport.ops.aten.attention.aten__scaled_dot_product_flash_attention_for_cpu(query, key, value)
+
+
+def _jit(fn):
+    """`jax.jit` of a function of its own: jit's cache does not know whether `portable()` held."""
+    return jax.jit(lambda *args: fn(*args))
+
+
+def _attention_case(shape_q, shape_kv, seed):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape_q, np.float32), rng.standard_normal(shape_kv, np.float32),
+            rng.standard_normal(shape_kv, np.float32))
+
+
+@pytest.mark.parametrize("shape_q, shape_kv", [
+    ((1, 2, 300, 64), (1, 2, 300, 64)),   # query rows past blocks of 48, keys past blocks of 128
+    ((2, 4, 53, 40), (2, 2, 77, 40)),     # grouped query heads; a head size of no whole sliver
+    ((3, 50, 16), (1, 131, 16)),          # no batch axis; one key/value head for three query heads
+    ((2, 3, 1, 7, 80), (2, 3, 1, 129, 80)),  # two batch axes; one key past a block
+    ((1, 1, 5, 24), (1, 1, 1, 24)),       # a single key
+], ids=str)
+def test_attention_kernel_matches_pytorch(every_attention, shape_q, shape_kv):
+    """Output and logsumexp against PyTorch's math in float64, on every ragged edge of the
+    kernel's blocks: query rows (tiles of 6, blocks of 48), keys (slivers of 16, blocks of 128),
+    head sizes, grouped heads, leading axes."""
+    query, key, value = _attention_case(shape_q, shape_kv, sum(shape_q) + sum(shape_kv))
+    fn = _jit(_flash)
+    assert _native.ATTENTION_TARGET in fn.lower(query, key, value).as_text()
+    out, logsumexp = fn(query, key, value)
+    groups = shape_q[-3] // shape_kv[-3]
+    q, k, v = (torch.from_numpy(a).double() for a in (query, key, value))
+    k, v = (t.repeat_interleave(groups, dim=-3) for t in (k, v))
+    scores = q @ k.transpose(-1, -2) / np.sqrt(shape_q[-1])
+    assert_close(out, (torch.softmax(scores, -1) @ v).numpy(), rtol=1e-5, atol=1e-5)
+    assert_close(logsumexp, torch.logsumexp(scores, -1).numpy(), rtol=1e-5, atol=1e-5)
+    assert_close(_jit(_sdpa)(query, key, value), out, rtol=0, atol=0)
+
+
+def test_attention_kernel_special_values(every_attention):
+    """A row whose scores are all -inf attends to nothing (zeros, logsumexp 0, as PyTorch's CPU
+    kernels give); one with a +inf or NaN score is NaN (inf - inf); -inf scores among finite ones
+    get weight 0, as a mask's do; a NaN value reaches every row that weighs it. The kernel agrees
+    with the portable formulation everywhere but one logsumexp, where it agrees with PyTorch."""
+    query, key, value = _attention_case((1, 2, 60, 16), (1, 2, 140, 16), 4)
+    first = np.eye(16, dtype=np.float32)[0]
+    key[0, 0, :, 0] = -np.inf                 # head 0: every key's first component -inf
+    query[0, 0, :, 0] = 0.0                   # 0 * -inf: NaN scores
+    query[0, 0, 1], query[0, 0, 2] = first, -first  # every score -inf; every score +inf
+    key[0, 1, :70, 0] = -np.inf               # head 1: the first 70 keys out of reach
+    query[0, 1, :, 0] = np.abs(query[0, 1, :, 0]) + 0.1
+    query[0, 1, 5, 9] = np.nan
+    value[0, 1, 100, 3] = np.nan
+    out, logsumexp = (np.array(a) for a in _jit(_flash)(query, key, value))
+    with _native.portable():
+        expected, expected_lse = (np.asarray(a) for a in _jit(_flash)(query, key, value))
+    np.testing.assert_array_equal(out[0, 0, 1], np.zeros(16, np.float32))
+    assert logsumexp[0, 0, 1] == 0.0
+    assert np.isnan(np.delete(out[0, 0], 1, axis=0)).all()
+    assert np.isnan(out[0, 1, :, 3]).all() and np.isnan(out[0, 1, 5]).all()
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(expected))
+    finite = np.isfinite(expected)
+    assert finite.sum() == 16 + 59 * 15  # the empty row; head 1 but its NaN row and column
+    assert_close(out[finite], expected[finite], rtol=1e-5, atol=1e-5)
+    # The row of +inf scores has logsumexp NaN, as PyTorch's CPU flash kernel reports it (the
+    # portable formulation: +inf); every other row's is the portable formulation's.
+    assert np.isnan(logsumexp[0, 0, 2]) and expected_lse[0, 0, 2] == np.inf
+    logsumexp[0, 0, 2] = expected_lse[0, 0, 2]
+    assert_close(logsumexp, expected_lse, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_kernel_derivatives_and_vmap(every_attention):
+    """Reverse and forward mode (the portable formulation's derivatives) and `jax.vmap` equal the
+    portable formulation's."""
+    query, key, value = _attention_case((1, 2, 30, 16), (1, 2, 40, 16), 5)
+
+    def loss(query, key, value):
+        return jnp.sum(jnp.sin(_sdpa(query, key, value)))
+
+    grads = _jit(jax.grad(loss, argnums=(0, 1, 2)))(query, key, value)
+    tangent = _jit(lambda *t: jax.jvp(_sdpa, (query, key, value), t)[1])(-query, value, key)
+    stacked = [np.stack([a, -a]) for a in (query, key, value)]
+    batched = _jit(jax.vmap(_sdpa))(*stacked)
+    assert _native.ATTENTION_TARGET in _jit(jax.vmap(_sdpa)).lower(*stacked).as_text()
+    with _native.portable():
+        expected_grads = _jit(jax.grad(loss, argnums=(0, 1, 2)))(query, key, value)
+        expected_tangent = _jit(lambda *t: jax.jvp(_sdpa, (query, key, value), t)[1])(-query, value, key)
+        expected_batched = _jit(jax.vmap(_sdpa))(*stacked)
+    for got, expected in zip(grads, expected_grads):
+        assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert_close(tangent, expected_tangent, rtol=1e-5, atol=1e-5)
+    assert_close(batched, expected_batched, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_kernel_only_without_mask_or_dropout():
+    """Masks, causal attention, dropout, other dtypes, short sequences (at their default length:
+    XLA is as fast there), differing value sizes and `portable()` keep the portable formulation."""
+    query, key, value = _attention_case((1, 2, 300, 16), (1, 2, 300, 16), 6)
+    uses = lambda fn, *args: _native.ATTENTION_TARGET in _jit(fn).lower(*args).as_text()  # noqa: E731
+    assert uses(_sdpa, query, key, value)
+    mask = np.ones((300, 300), bool)
+    assert not uses(lambda q, k, v: _sdpa(q, k, v, attn_mask=mask), query, key, value)
+    assert not uses(lambda q, k, v: _sdpa(q, k, v, is_causal=True), query, key, value)
+    assert not uses(lambda q, k, v: _sdpa(q, k, v, dropout_p=0.1, key_rng=jax.random.key(0)), query, key, value)
+    assert not uses(_sdpa, *(a.astype(np.float16) for a in (query, key, value)))
+    assert not uses(_sdpa, query[..., :_native.MIN_ATTENTION_QUERIES - 1, :], key, value)
+    assert not uses(_sdpa, query, key, np.concatenate([value, value], -1))
+    with _native.portable():
+        assert not uses(_sdpa, query, key, value)
+
+
+def test_models_attend_on_the_kernel():
+    """A module calling `scaled_dot_product_attention` over a long sequence runs the kernel in
+    its converted form, called and frozen alike, and matches PyTorch."""
+
+    class SelfAttention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(64, 3 * 64)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).unflatten(-1, (3, 4, 16)).permute(2, 0, 3, 1, 4)
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+    torch.manual_seed(0)
+    module, x = SelfAttention().eval(), torch.randn(1, 400, 64)
+    model = jaxport.from_torch(module, (x,))
+    assert _native.ATTENTION_TARGET in jax.jit(model._run).lower(model.params, [to_jax(x)], None).as_text()
+    expected = module(x).detach().numpy()
+    assert_close(model(x), expected, rtol=1e-5, atol=1e-5)
+    assert_close(model.frozen()(x), expected, rtol=1e-5, atol=1e-5)

@@ -1,8 +1,10 @@
 """Compiled CPU kernels behind some lowerings, each with its portable formulation as fallback.
 
+    attention.cc    float32 attention without a mask, streamed block by block (`attention`)
     depthwise.cc    depthwise 2-D convolution of NCHW float32 data (`depthwise_conv`)
     matmul.cc       float32 products of activations with a constant weight (`product`)
     parallel.h      splitting a kernel's work over XLA's intra-op thread pool
+    tile.h          the 6 x 16 register tile of the product and attention loops
 
 `pip install` builds the kernels into one shared library next to this file when a C++17
 compiler is at hand (`setup.py`; no Python headers needed: the library holds XLA FFI handlers,
@@ -30,12 +32,13 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from .. import _convolution, _products
+from .. import _attention, _convolution, _products
 
 #: The shared library `setup.py` builds from this package's sources.
 LIBRARY = Path(__file__).with_name("_kernels" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
 DEPTHWISE_TARGET = "jaxport_depthwise_conv2d_f32"
 MATMUL_TARGET = "jaxport_matmul_f32"
+ATTENTION_TARGET = "jaxport_attention_f32"
 
 #: Where the depthwise kernel pays. XLA fuses the portable formulation's taps with what
 #: comes before and after (padding, BatchNorm, activation) into one loop, which the kernel
@@ -71,7 +74,8 @@ def loaded() -> bool:
         return False
     try:
         library = ctypes.CDLL(str(LIBRARY))
-        handlers = {DEPTHWISE_TARGET: library.JaxportDepthwiseConv2dF32, MATMUL_TARGET: library.JaxportMatmulF32}
+        handlers = {DEPTHWISE_TARGET: library.JaxportDepthwiseConv2dF32, MATMUL_TARGET: library.JaxportMatmulF32,
+                    ATTENTION_TARGET: library.JaxportAttentionF32}
     except (OSError, AttributeError):  # built for another platform, or from older sources
         return False
     return _registered(handlers)
@@ -134,12 +138,11 @@ def depthwise_conv(lhs, rhs, strides, padding, dilation, sizes, portable_formula
     return convolution
 
 
-#: Where the product kernel pays: thin products, of at most this many rows (a batch's tokens),
-#: with the weight's sides at least MIN_PRODUCT_SIDE long. One core, against XLA's products:
-#: 32 x 512 x 512 at 61 GF/s vs 40, 128 x 768 x 768 79 vs 70, 128 x 768 x 50257 (a language
-#: model's head) 74 vs 64; but 1024 x 768 x 768 51 vs 66, where XLA's own blocking wins.
-#: Smaller weights are over before the custom call's overhead is repaid.
-MAX_PRODUCT_ROWS = 256
+#: Where the product kernel pays: weights whose sides are at least this long; smaller ones are
+#: over before the custom call's overhead is repaid. Against XLA's products, one core, GF/s:
+#: 32 x 512 x 512 61 vs 40, 128 x 768 x 768 75 vs 70, 128 x 768 x 50257 (a language model's
+#: head) 74 vs 64, and over tall ones, in panels of 256 rows, 1500 x 512 x 512 73 vs 72,
+#: 4096 x 512 x 512 77 vs 65, 2048 x 1024 x 1024 69 vs 55 (1024 x 768 x 768 81 vs 84).
 MIN_PRODUCT_SIDE = 64
 SLIVER = 16  # output columns per sliver of a packed weight (matmul.cc's kNr)
 
@@ -148,13 +151,12 @@ def product(rows, weight, contracting, compute_dtype, portable_formulation):
     """The kernel's formulation of rows [m, k] times a constant weight contracted over its
     dimension `contracting` ([n, k] with 1, [k, n] with 0), or None where it does not apply:
     the weight must be a constant of the program being traced (a concrete array while `rows`
-    is traced), both float32 matrices, the product a thin one (`MAX_PRODUCT_ROWS`). The weight
+    is traced), both float32 matrices, the weight's sides `MIN_PRODUCT_SIDE` or more. The weight
     is packed for the kernel here, once per trace, as the program's constant. Derivatives come
     from `portable_formulation` (the product is linear in `rows`; the constant has none)."""
     if (_portable.get() or not isinstance(rows, jax.core.Tracer) or isinstance(weight, jax.core.Tracer)
             or rows.dtype != np.float32 or weight.dtype != np.float32 or compute_dtype != np.float32
-            or rows.ndim != 2 or weight.ndim != 2 or rows.shape[0] > MAX_PRODUCT_ROWS
-            or min(weight.shape) < MIN_PRODUCT_SIDE or not loaded()):
+            or rows.ndim != 2 or weight.ndim != 2 or min(weight.shape) < MIN_PRODUCT_SIDE or not loaded()):
         return None
     with jax.ensure_compile_time_eval():
         packed = _slivers(weight if contracting == 1 else weight.T)
@@ -180,5 +182,39 @@ def _slivers(weight):
     return padded.reshape(count, SLIVER, k).transpose(0, 2, 1)
 
 
+#: Where the attention kernel pays: at least this many query rows (PLACEHOLDER).
+MIN_ATTENTION_QUERIES = 256
+
+
+def attention(query, key, value, scale, portable_formulation):
+    """The kernel's formulation of unmasked attention, (output, logsumexp) of query [..., heads,
+    L, D] over key and value [..., kv_heads, S, D] (heads a multiple of kv_heads), or None where
+    it does not apply: float32 operands, the same leading dims and head size, at least
+    `MIN_ATTENTION_QUERIES` query rows. Derivatives come from `portable_formulation` (its
+    `jax.jvp`), which under differentiation computes the scores a second time."""
+    if (_portable.get() or any(a.dtype != np.float32 for a in (query, key, value)) or query.ndim < 3
+            or key.shape != value.shape or key.shape[:-3] != query.shape[:-3] or key.shape[-1] != query.shape[-1]
+            or key.shape[-3] == 0 or query.shape[-3] % key.shape[-3] or query.shape[-2] < MIN_ATTENTION_QUERIES
+            or query.size == 0 or key.size == 0 or not loaded()):
+        return None
+    lead = query.shape[:-1]
+    batch = math.prod(query.shape[:-3])
+    shapes = (jax.ShapeDtypeStruct((batch, *query.shape[-3:]), query.dtype),
+              jax.ShapeDtypeStruct((batch, *query.shape[-3:-1]), query.dtype))
+    call = jax.ffi.ffi_call(ATTENTION_TARGET, shapes, vmap_method="sequential")
+
+    @jax.custom_jvp
+    def kernel(query, key, value):
+        out, logsumexp = call(*(a.reshape(batch, *a.shape[-3:]) for a in (query, key, value)), scale=np.float32(scale))
+        return out.reshape(query.shape), logsumexp.reshape(lead)
+
+    @kernel.defjvp
+    def tangent(primals, tangents):
+        return kernel(*primals), jax.jvp(portable_formulation, primals, tangents)[1]
+
+    return kernel
+
+
+_attention.CPU_KERNELS["attention"] = attention
 _convolution.CPU_KERNELS["depthwise_conv"] = depthwise_conv
 _products.CPU_KERNELS["product"] = product

@@ -23,32 +23,24 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "parallel.h"
+#include "tile.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
 
 namespace {
 
-typedef float Vec __attribute__((vector_size(32)));  // eight floats: one AVX register
+using jaxport::kMr;
+using jaxport::kNr;
+using jaxport::Tile;
 
-#define JAXPORT_INLINE inline __attribute__((always_inline))
-constexpr int64_t kMr = 6;    // rows of a register tile
-constexpr int64_t kNr = 16;   // columns of a register tile: two vectors
 constexpr int64_t kKc = 256;  // depth of a packed block: a sliver of w is 16 KB, in L1
 constexpr int64_t kMc = 132;  // rows of x per pass over a sliver: 132 KB of packed x, in L2
 constexpr int64_t kChunk = 32;  // slivers of output columns summed through every depth at a time
-
-JAXPORT_INLINE Vec Load(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-JAXPORT_INLINE void Store(float* p, Vec v) { std::memcpy(p, &v, sizeof(v)); }
+constexpr int64_t kPanel = 256;  // rows of x per pass over the whole weight (their packing: 1 MB at k = 1024)
 
 struct Operands {
   const float* x;  // [m, k]
@@ -74,45 +66,6 @@ void PackX(const Operands& o, int64_t padded_m, float* packed) {
         for (int64_t p = 0; p < kc; ++p) sliver[p * kMr + r] = 0.0f;
       }
     }
-  }
-}
-
-// The 6 x 16 tile sum_p a[p] b[p] over kc steps, added to `out` (pitch ldo) when `accumulate`;
-// only `rows` x `cols` of it stored.
-JAXPORT_INLINE void Tile(const float* a, const float* b, int64_t kc, float* out, int64_t ldo, int64_t rows,
-                         int64_t cols, bool accumulate) {
-  Vec acc[kMr][2] = {};
-#pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p) {
-    const Vec b0 = Load(b + p * kNr), b1 = Load(b + p * kNr + 8);
-    for (int64_t r = 0; r < kMr; ++r) {
-      const float s = a[p * kMr + r];
-      const Vec ar = {s, s, s, s, s, s, s, s};
-      acc[r][0] += ar * b0;
-      acc[r][1] += ar * b1;
-    }
-  }
-  if (rows == kMr && cols == kNr) {
-    for (int64_t r = 0; r < kMr; ++r) {
-      float* row = out + r * ldo;
-      if (accumulate) {
-        Store(row, Load(row) + acc[r][0]);
-        Store(row + 8, Load(row + 8) + acc[r][1]);
-      } else {
-        Store(row, acc[r][0]);
-        Store(row + 8, acc[r][1]);
-      }
-    }
-    return;
-  }
-  float tile[kMr][kNr];
-  for (int64_t r = 0; r < kMr; ++r) {
-    Store(tile[r], acc[r][0]);
-    Store(tile[r] + 8, acc[r][1]);
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = out + r * ldo;
-    for (int64_t c = 0; c < cols; ++c) row[c] = accumulate ? row[c] + tile[r][c] : tile[r][c];
   }
 }
 
@@ -160,12 +113,15 @@ ffi::Error MatmulImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer
     std::fill(o.out, o.out + o.m * o.n, 0.0f);
     return ffi::Error::Success();
   }
-  const int64_t padded_m = (o.m + kMr - 1) / kMr * kMr;
-  std::vector<float> packed_x(static_cast<size_t>(padded_m * o.k));
-  PackX(o, padded_m, packed_x.data());
-  jaxport::ParallelFor(pool, slivers, 1, [&](int64_t begin, int64_t end) {
-    ComputeColumns(o, packed_x.data(), padded_m, begin, end);
-  });
+  std::vector<float> packed_x(static_cast<size_t>((std::min(o.m, kPanel) + kMr - 1) / kMr * kMr * o.k));
+  for (int64_t i = 0; i < o.m; i += kPanel) {
+    const Operands panel{o.x + i * o.k, o.w, o.out + i * o.n, std::min(kPanel, o.m - i), o.n, o.k};
+    const int64_t padded_m = (panel.m + kMr - 1) / kMr * kMr;
+    PackX(panel, padded_m, packed_x.data());
+    jaxport::ParallelFor(pool, slivers, 1, [&](int64_t begin, int64_t end) {
+      ComputeColumns(panel, packed_x.data(), padded_m, begin, end);
+    });
+  }
   return ffi::Error::Success();
 }
 

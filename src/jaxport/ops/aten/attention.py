@@ -32,7 +32,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from .._attention import group_heads, ungroup_heads
+from .._attention import group_heads, ungroup_heads, unmasked_attention
 from ..registry import aten
 from ._promotion import opmath_type
 from .reduction import safe_softmax
@@ -126,7 +126,20 @@ def aten_scaled_dot_product_attention(
     query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False, key_rng=None
 ):
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
+    if attn_mask is None and dropout_p == 0.0 and not is_causal:
+        return _unmasked(query, key, value, scale)[0]
     return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, key_rng)[0]
+
+
+def _unmasked(query, key, value, scale):
+    """(output, logsumexp) of attention without mask or dropout, through `unmasked_attention`
+    (a compiled kernel on CPU where one applies)."""
+
+    def formulation(query, key, value):
+        out, _, scores, dead = _attention(query, key, value, None, 0.0, False, scale, None)
+        return out, _logsumexp(scores, dead)
+
+    return unmasked_attention(query, key, value, _scale(query, scale), formulation)
 
 
 def _math(query, key, value, attn_mask, dropout_p, is_causal, dropout_mask, scale, key_rng):
@@ -167,6 +180,8 @@ def aten__scaled_dot_product_flash_attention_for_cpu(
     query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None, key_rng=None
 ):
     """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)"""
+    if attn_mask is None and dropout_p == 0.0 and not is_causal:
+        return _unmasked(query, key, value, scale)
     out, _, scores, dead = _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, key_rng)
     # The CPU flash kernel reports logsumexp 0 for fully masked rows, in opmath (float64 for float64).
     return out, _logsumexp(scores, dead)

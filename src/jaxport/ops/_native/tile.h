@@ -1,0 +1,75 @@
+// The register tile of jaxport's product loops (matmul.cc, attention.cc): a 6 x 16 block of
+// an output summed from packed operands, in GCC's vector extensions. Callers inline it into
+// functions cloned per instruction set (`target_clones`), so each clone compiles it for its
+// own (AVX2 and FMA, or the baseline).
+
+#ifndef JAXPORT_NATIVE_TILE_H_
+#define JAXPORT_NATIVE_TILE_H_
+
+#include <cstdint>
+#include <cstring>
+
+namespace jaxport {
+
+typedef float Vec __attribute__((vector_size(32)));  // eight floats: one AVX register
+
+#define JAXPORT_INLINE inline __attribute__((always_inline))
+constexpr int64_t kMr = 6;   // rows of a register tile
+constexpr int64_t kNr = 16;  // columns of a register tile: two vectors
+
+JAXPORT_INLINE Vec Load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+JAXPORT_INLINE void Store(float* p, Vec v) { std::memcpy(p, &v, sizeof(v)); }
+
+JAXPORT_INLINE Vec Broadcast(float s) { return Vec{s, s, s, s, s, s, s, s}; }
+
+// The 6 x 16 tile sum_p a[p] b[p] over kc steps, where a holds kMr floats a step (one per row)
+// and b kNr (one per column), added to `out` (pitch ldo) when `accumulate`; only `rows` x
+// `cols` of it stored. Each output is summed over p in order, with fused multiply-adds where
+// the CPU has them.
+JAXPORT_INLINE void Tile(const float* a, const float* b, int64_t kc, float* out, int64_t ldo, int64_t rows,
+                         int64_t cols, bool accumulate) {
+  Vec acc[kMr][2] = {};
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    const Vec b0 = Load(b + p * kNr), b1 = Load(b + p * kNr + 8);
+    for (int64_t r = 0; r < kMr; ++r) {
+      // Written out, not through Broadcast: GCC then loads it with one vbroadcastss, where
+      // otherwise it gathered a's six floats into a vector and shuffled them out (half the speed).
+      const float s = a[p * kMr + r];
+      const Vec ar = {s, s, s, s, s, s, s, s};
+      acc[r][0] += ar * b0;
+      acc[r][1] += ar * b1;
+    }
+  }
+  if (rows == kMr && cols == kNr) {
+    for (int64_t r = 0; r < kMr; ++r) {
+      float* row = out + r * ldo;
+      if (accumulate) {
+        Store(row, Load(row) + acc[r][0]);
+        Store(row + 8, Load(row + 8) + acc[r][1]);
+      } else {
+        Store(row, acc[r][0]);
+        Store(row + 8, acc[r][1]);
+      }
+    }
+    return;
+  }
+  float tile[kMr][kNr];
+  for (int64_t r = 0; r < kMr; ++r) {
+    Store(tile[r], acc[r][0]);
+    Store(tile[r] + 8, acc[r][1]);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = out + r * ldo;
+    for (int64_t c = 0; c < cols; ++c) row[c] = accumulate ? row[c] + tile[r][c] : tile[r][c];
+  }
+}
+
+}  // namespace jaxport
+
+#endif  // JAXPORT_NATIVE_TILE_H_
