@@ -182,7 +182,10 @@ def _slivers(weight):
     return padded.reshape(count, SLIVER, k).transpose(0, 2, 1)
 
 
-#: Where the attention kernel pays: at least this many query rows (PLACEHOLDER).
+#: Where the attention kernel pays: at least this many query rows. One core, 12 heads of 64
+#: (XLA's whole-array formulation, the kernel, PyTorch's CPU flash kernel): 128 tokens 1.46,
+#: 1.69 and 1.33 ms; 197 tokens 3.96, 3.95 and 3.38 ms; Whisper-base's 8 heads over 1,500
+#: frames 229, 93 and 92 ms.
 MIN_ATTENTION_QUERIES = 256
 
 

@@ -8,7 +8,9 @@
 // on one core (scores 301 ms, weighted values 246 ms, the softmax and layout copies the rest),
 // where PyTorch's own CPU kernel streams it block by block. This is that streaming ("flash")
 // form: the scores of a block of query rows against a block of keys are made in L1, folded
-// into a running softmax and multiplied into the output rows at once.
+// into a running softmax and multiplied into the output rows at once. One layer's attention
+// there (8 heads of 64) takes 93 ms on one core, PyTorch's 92, XLA's 229; over 128 to 197
+// tokens it is no faster than XLA's, and jaxport leaves those to XLA.
 //
 // How: keys are packed per head into slivers of 16 ([ceil(S / 16), D, 16]) and values into
 // slivers of 16 head dims ([ceil(D / 16), S, 16]), so both products are the 6 x 16 register
