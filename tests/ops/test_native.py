@@ -1,9 +1,9 @@
 """The compiled CPU kernels (`jaxport.ops._native`) against PyTorch and against the portable
 formulation they stand in for: values on every geometry the depthwise kernel takes (strides,
 dilations, asymmetric padding, channel multipliers, rows narrower than its register blocks,
-planes shorter than its row groups, 1-D) and every ragged edge of the product kernel's tiles,
-special values, derivatives both ways, vmap, and where they must stay out (other dtypes,
-weights that are arguments, `portable()`, exported programs).
+planes shorter than its row groups, 1-D), every ragged edge of the product kernel's tiles and
+of the attention kernel's blocks, special values, derivatives both ways, vmap, and where they
+must stay out (other dtypes, weights that are arguments, masks, `portable()`, exported programs).
 
 The kernels are built by `make setup` (`pip install -e .`); these tests fail, not skip, when
 they are missing, so a build that silently left them out shows. `JAXPORT_NATIVE=0` turns them
