@@ -233,7 +233,7 @@ ffi::Error AttentionImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> query, ffi:
     return ffi::Error::InvalidArgument("jaxport_attention: operand shapes do not attend");
   }
   const int64_t pairs = s.batch * s.kv_heads;
-  if (s.batch * s.heads * s.queries * s.dim == 0) return ffi::Error::Success();
+  if (s.batch * s.heads * s.queries == 0) return ffi::Error::Success();  // a head size of 0 still has logsumexps
   const int64_t key_size = s.key_slivers * s.dim * kNr, value_size = s.dim_slivers * s.keys * kNr;
   std::vector<float> keys(pairs * key_size), values(pairs * value_size);
   jaxport::ParallelFor(pool, pairs, 1, [&](int64_t begin, int64_t end) {
