@@ -49,6 +49,7 @@ using jaxport::Broadcast;
 using jaxport::kMr;
 using jaxport::kNr;
 using jaxport::Load;
+using jaxport::PackRows;
 using jaxport::Store;
 using jaxport::Tile;
 using jaxport::Vec;
@@ -176,18 +177,6 @@ void AddWeightedValues(const Shapes& s, const float* weights, const float* value
     for (int64_t d = 0; d < s.dim_slivers; ++d) {
       Tile(weights + i * block, values + d * s.keys * kNr, block, out + i * ldo + d * kNr, ldo,
            std::min(kMr, rows - i), std::min(kNr, s.dim - d * kNr), true);
-    }
-  }
-}
-
-// Rows of x (`pitch` floats apart) in slivers of kMr rows, `depth` steps each: zeros for rows
-// past `rows`, up to a multiple of kMr.
-void PackRows(const float* x, int64_t pitch, int64_t rows, int64_t depth, float* packed) {
-  for (int64_t i = 0; i < rows; i += kMr) {
-    float* sliver = packed + i * depth;
-    for (int64_t r = 0; r < kMr; ++r) {
-      const bool valid = i + r < rows;
-      for (int64_t p = 0; p < depth; ++p) sliver[p * kMr + r] = valid ? x[(i + r) * pitch + p] : 0.0f;
     }
   }
 }

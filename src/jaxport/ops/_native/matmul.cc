@@ -54,18 +54,7 @@ struct Operands {
 // are zeros.
 void PackX(const Operands& o, int64_t padded_m, float* packed) {
   for (int64_t p0 = 0; p0 < o.k; p0 += kKc) {
-    const int64_t kc = std::min(kKc, o.k - p0);
-    for (int64_t i = 0; i < padded_m; i += kMr) {
-      float* sliver = packed + p0 * padded_m + i * kc;
-      const int64_t rows = std::max<int64_t>(0, std::min(kMr, o.m - i));
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* row = o.x + (i + r) * o.k + p0;
-        for (int64_t p = 0; p < kc; ++p) sliver[p * kMr + r] = row[p];
-      }
-      for (int64_t r = rows; r < kMr; ++r) {
-        for (int64_t p = 0; p < kc; ++p) sliver[p * kMr + r] = 0.0f;
-      }
-    }
+    jaxport::PackRows(o.x + p0, o.k, o.m, std::min(kKc, o.k - p0), packed + p0 * padded_m);
   }
 }
 

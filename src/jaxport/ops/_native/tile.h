@@ -1,5 +1,6 @@
 // The register tile of jaxport's product loops (matmul.cc, attention.cc): a 6 x 16 block of
-// an output summed from packed operands, in GCC's vector extensions. Callers inline it into
+// an output summed from packed operands, in GCC's vector extensions, and the packing of rows
+// it reads. Callers inline it into
 // functions cloned per instruction set (`target_clones`), so each clone compiles it for its
 // own (AVX2 and FMA, or the baseline).
 
@@ -67,6 +68,18 @@ JAXPORT_INLINE void Tile(const float* a, const float* b, int64_t kc, float* out,
   for (int64_t r = 0; r < rows; ++r) {
     float* row = out + r * ldo;
     for (int64_t c = 0; c < cols; ++c) row[c] = accumulate ? row[c] + tile[r][c] : tile[r][c];
+  }
+}
+
+// Rows of x (`pitch` floats apart) as Tile reads its `a`: slivers of kMr rows, `depth` steps of
+// kMr floats each, zeros for rows past `rows` up to a multiple of kMr.
+inline void PackRows(const float* x, int64_t pitch, int64_t rows, int64_t depth, float* packed) {
+  for (int64_t i = 0; i < rows; i += kMr) {
+    float* sliver = packed + i * depth;
+    for (int64_t r = 0; r < kMr; ++r) {
+      const bool valid = i + r < rows;
+      for (int64_t p = 0; p < depth; ++p) sliver[p * kMr + r] = valid ? x[(i + r) * pitch + p] : 0.0f;
+    }
   }
 }
 
