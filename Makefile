@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-compat gpu-check codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference opinfo-gradients onnx-report catalogue catalogue-head precision lint bench bench-torchax bench-real-sizes clean
+.PHONY: setup demo test test-slow test-compat gpu-check codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference opinfo-gradients onnx-report catalogue catalogue-head precision lint bench bench-torchax bench-real-sizes clean
 
 setup: $(STAMP)
 
@@ -19,13 +19,20 @@ $(STAMP): requirements/dev.txt requirements/model.txt pyproject.toml setup.py $(
 demo: setup
 	$(VENV)/bin/jaxport demo
 
-# ruff, the import rules (pyproject.toml, [tool.importlinter]; docs/architecture.md), the suite,
-# then its compatibility slice against other releases (test-compat).
+# ruff, the import rules (pyproject.toml, [tool.importlinter]; docs/architecture.md), the suite
+# but its `slow` tests, then its compatibility slice against other releases (test-compat). What CI
+# runs: about half an hour on two cores.
 test: setup
 	$(PY) -m ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=30
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=30 -m "not slow"
 	$(MAKE) test-compat
+
+# The tests marked `slow`: the breadth `make test` leaves out (more models of each kind, ONNX's
+# expanded function bodies, the OpInfo paths `make test` runs on a share of the ops). Run it
+# before resolving an issue that touches what they cover.
+test-slow: setup
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=30 -m slow
 
 # The compatibility slice (the tests marked `compat`: every frontend, generation, training,
 # codegen, the CLI, the transformers adapter) against each release set of requirements/compat-*.txt:

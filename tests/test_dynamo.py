@@ -102,7 +102,8 @@ def test_inference_without_gradients_matches_eager_in_every_output(name):
     assert dynamo.counters["graphs"] >= 1 and dynamo.counters["fallbacks"] == 0
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n in ("minilm", "vit") else [])
+                                  for n in sorted(MODELS)])  # BERT's and the CNNs' layers, faster
 def test_forward_and_backward_match_eager(name):
     model, args, kwargs = MODELS[name]()
     if name == "cnn":

@@ -150,7 +150,8 @@ MODELS = {
 }
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n == "transformer" else [])
+                                  for n in MODELS])  # the transformer's Hessians take a minute
 def test_models_hvp_in_parameters_and_hessian_in_inputs(name):
     """A Hessian-vector product of a loss in every parameter, and the full Hessian of the loss in
     the input, each against PyTorch's."""

@@ -83,7 +83,8 @@ def test_autocast_regions_inside_a_model_are_honoured():
 ULPS = 4
 
 
-@pytest.mark.parametrize("model_type", ["llama", "gpt2", "qwen2", "phi3", "gemma2"])
+@pytest.mark.parametrize("model_type", ["llama", "gemma2", *(pytest.param(t, marks=pytest.mark.slow)
+                                                               for t in ("gpt2", "qwen2", "phi3"))])
 def test_bfloat16_generation_matches_autocast(model_type):
     """`from_causal_lm(dtype=bfloat16)` against transformers' `generate` under autocast, teacher
     forced: fed PyTorch's own greedy tokens (prefill, then one decode step per token), jaxport's

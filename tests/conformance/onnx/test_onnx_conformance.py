@@ -1,6 +1,9 @@
 """ONNX's node conformance suite: every case `onnx.backend.test.case.node` ships, through
 `jaxport.from_onnx`, compared with the expected outputs at each case's tolerance.
 
+The cases ONNX names `*_expanded*` (480: an op's function body, its primitive ops spelled out, each
+of which has cases of its own) are `slow`: `make test-slow` and `make onnx-report` run them.
+
 A case listed in `tests/conformance/onnx/xfails/<family>.py` xfails only when it fails with the
 entry's stated cause (`conformance.failure` tells a mismatch, missing ops and errors apart).
 `make onnx-report` runs it and regenerates docs/onnx-conformance.md from the results.
@@ -18,7 +21,9 @@ from tests.conftest import ONNX_RESULTS
 
 def pytest_generate_tests(metafunc):
     if "onnx_case" in metafunc.fixturenames:
-        metafunc.parametrize("onnx_case", sorted(conformance.node_cases()))
+        metafunc.parametrize("onnx_case", [
+            pytest.param(name, id=name, marks=[pytest.mark.slow] if "_expanded" in name else [])
+            for name in sorted(conformance.node_cases())])
 
 
 @pytest.mark.usefixtures("x64_strict")

@@ -22,6 +22,7 @@ Dtypes: a JAX tangent has its output's dtype. Where PyTorch's forward mode retur
 from __future__ import annotations
 
 import functools
+import itertools
 import zlib
 
 import jax
@@ -60,11 +61,12 @@ def gradient_dtypes(op, path: str) -> list[torch.dtype]:
     return [d for d in harness.DTYPES if d in supported and (d.is_floating_point or d.is_complex)]
 
 
-def gradient_samples(op, dtype) -> list:
-    """OpInfo's samples of `op` drawn for differentiation (`requires_grad=True`: away from the
-    points where PyTorch's derivative is undefined, for some ops other samples)."""
+def gradient_samples(op, dtype, limit: int | None = None) -> list:
+    """OpInfo's first `limit` samples of `op` (None: all) drawn for differentiation
+    (`requires_grad=True`: away from the points where PyTorch's derivative is undefined, for some
+    ops other samples); only those are drawn, as in `harness.samples`."""
     torch.manual_seed(0)
-    return list(op.sample_inputs("cpu", dtype, requires_grad=True))
+    return list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=True), limit))
 
 
 def _differentiated_function(op, sample, *args, **kwargs):

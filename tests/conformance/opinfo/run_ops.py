@@ -50,9 +50,7 @@ def main() -> None:
             start = time.perf_counter()
             counts = collections.Counter()
             details = []
-            samples = harness.samples(op, dtype)
-            if opts.samples:
-                samples = samples[: opts.samples]
+            samples = harness.samples(op, dtype, opts.samples or None)
             key, expected = expected_failure(name, str(dtype), opts.path) or (None, None)
             for i, sample in enumerate(samples):
                 outcome = harness.run_sample(op, sample, dtype, decompose=opts.path, layout=harness.layout(op))

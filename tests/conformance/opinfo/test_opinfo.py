@@ -2,9 +2,12 @@
 
 The default smoke level (CI, `make test`) runs one sample of each op: in float32 and one more
 dtype on the graph path (int64, bool, float16, complex64 or float64, taking turns by op, so each
-is covered across the library), in float32 on the eager and reference paths, and in float32 on the decompose-
-everything ("core") path for every third op; converted samples run under `jax.jit` only (op by
-op too where a model cannot be jitted). `--opinfo=standard` (`make opinfo-smoke`) runs all four
+is covered across the library), in float32 on the eager and reference paths, and in float32 on the
+decompose-everything ("core") path for every third op; converted samples run under `jax.jit` only
+(op by op too where a model cannot be jitted). `make test` runs a share of these
+(`in_make_test`): the graph path's every case, the eager and gradient paths' every second op, one
+of the two reference paths per op, taking turns, and not the core path; the rest are `slow`
+(`make test-slow`). `--opinfo=standard` (`make opinfo-smoke`) runs all four
 dtypes with two samples, op by op and jitted, every op on every path; `--opinfo=wide`
 runs the first three samples of every tested dtype on the auto path and of
 float32 on the core path; `--opinfo=full` runs every sample of those. `make
@@ -50,8 +53,10 @@ GRADIENT_PATHS = gradients.GRADIENT_PATHS
 
 #: Per level and conversion path: the dtypes tested and at most how many samples of each (None: all).
 #: The core path re-decomposes every sample with run_decompositions (~0.2 s each), so it is lighter.
-#: At the smoke level the core path runs one op in this many (by name: the same ops every run).
+#: At the smoke level the core path runs one op in this many (by name: the same ops every run), and
+#: `make test` runs the eager and gradient paths' cases of one op in `SMOKE_SHARE` (`in_make_test`).
 SMOKE_CORE_SHARE = 3
+SMOKE_SHARE = 2
 
 #: `ROTATED` in place of dtypes: float32 and one more of `ROTATED_DTYPES` per op (`level_dtypes`).
 ROTATED = "float32 and one more"
@@ -118,6 +123,12 @@ def smoke_gradient_path(op) -> str:
     return "jvp" if _turn(op) % 2 and op.supports_forward_ad else "vjp"
 
 
+def smoke_reference_path(op) -> str:
+    """The one reference path `make test` runs `op`'s extremal samples on (`in_make_test`): the
+    graph's and the eager frontend's take turns by op."""
+    return REFERENCE_PATHS[(_turn(op) >> 1) % 2]
+
+
 def level_cases(level: str, paths=None):
     """(op, dtype, path) for every case a level runs on `paths` (default: PATHS)."""
     for path in paths or PATHS:
@@ -134,9 +145,23 @@ def level_cases(level: str, paths=None):
                 yield op, dtype, path
 
 
+def in_make_test(op, path: str) -> bool:
+    """Whether `make test` runs `op` on `path` at the smoke level; the other smoke cases are `slow`
+    (the shares keep `make test` near half an hour on two cores)."""
+    if path == "eager":
+        return not (_turn(op) >> 2) % SMOKE_SHARE
+    if path in GRADIENT_PATHS:
+        return not (_turn(op) >> 3) % SMOKE_SHARE
+    if path in REFERENCE_PATHS:
+        return path == smoke_reference_path(op)
+    return path != "core"
+
+
 def _cases(level: str):
     for op, dtype, path in level_cases(level):
-        yield pytest.param((op, dtype, path), id=f"{path}-{harness.opinfo_id(op)}-{str(dtype)[6:]}")
+        slow = level == "smoke" and not in_make_test(op, path)
+        yield pytest.param((op, dtype, path), id=f"{path}-{harness.opinfo_id(op)}-{str(dtype)[6:]}",
+                           marks=[pytest.mark.slow] if slow else [])
 
 
 def pytest_generate_tests(metafunc):
@@ -158,9 +183,9 @@ def test_opinfo(opinfo_case, request):
             OPINFO_RESULTS.done(path, harness.opinfo_id(op), str(dtype))
             pytest.skip("reference_inputs holds no extremal sample for this dtype")
     elif path in GRADIENT_PATHS:
-        cases = gradients.gradient_samples(op, dtype)[:limit]
+        cases = gradients.gradient_samples(op, dtype, limit)
     else:
-        cases = harness.samples(op, dtype)[:limit]
+        cases = harness.samples(op, dtype, limit)
     key, expected = expected_failure(harness.opinfo_id(op), str(dtype), path) or (None, None)
     modes = harness.LEVEL_MODES[level]
     failures, ran = [], []

@@ -58,7 +58,12 @@ def check_light_model(name: str, rtol: float, atol: float, *, jitted: bool) -> N
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
 
 
-@pytest.mark.parametrize("name, rtol, atol", LIGHT_MODELS, ids=[m[0] for m in LIGHT_MODELS])
+#: The light models of 15-35 s each: `slow` (`make test-slow`); `make test` runs the other five.
+SLOW_LIGHT_MODELS = {"densenet121", "inception_v1", "inception_v2", "resnet50"}
+
+
+@pytest.mark.parametrize("name, rtol, atol", [
+    pytest.param(*m, id=m[0], marks=[pytest.mark.slow] if m[0] in SLOW_LIGHT_MODELS else []) for m in LIGHT_MODELS])
 def test_light_model_matches_shipped_output(name, rtol, atol):
     # Op by op (slow on these big graphs) only where jitted rounding is known to decide the result.
     check_light_model(name, rtol, atol, jitted=name not in FUSION_SENSITIVE)

@@ -21,11 +21,15 @@ differs, in every call, has them and the entry's stated cause (for the sign of z
 naming zeros of the wrong sign); a difference anywhere else fails it. A listed op runs op by op
 and jitted at every level, so one whose calls all pass fails too, even at the smoke level:
 stale entries get removed.
+
+`make test` runs every op in float32 and every second op (by name) in float64; the other float64
+cases are `slow` (`make test-slow`).
 """
 
 from __future__ import annotations
 
 import math
+import zlib
 
 import jax
 import numpy as np
@@ -151,7 +155,7 @@ def _elementwise_samples(op, dtype) -> list[SampleInput]:
     """
     values = torch.tensor(special_values(dtype), dtype=dtype)
     seen, out = set(), []
-    for sample in harness.samples(op, dtype)[:20]:
+    for sample in harness.samples(op, dtype, 20):
         if not isinstance(sample.input, torch.Tensor):
             continue
         leaves, spec = pytree.tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
@@ -203,7 +207,9 @@ def _cases():
             continue
         for dtype in DTYPES:
             if dtype in op.supported_dtypes("cpu"):
-                yield pytest.param(op, dtype, kind, id=f"{harness.opinfo_id(op)}-{str(dtype)[6:]}")
+                slow = dtype == torch.float64 and zlib.crc32(harness.opinfo_id(op).encode()) % 2
+                yield pytest.param(op, dtype, kind, id=f"{harness.opinfo_id(op)}-{str(dtype)[6:]}",
+                                   marks=[pytest.mark.slow] if slow else [])
 
 
 @pytest.mark.usefixtures("x64_strict")
