@@ -103,7 +103,7 @@ def test_inference_without_gradients_matches_eager_in_every_output(name):
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n in ("minilm", "vit") else [])
-                                  for n in sorted(MODELS)])  # BERT's and the CNNs' layers, faster
+                                  for n in sorted(MODELS)])  # encoder layers bert_classifier has
 def test_forward_and_backward_match_eager(name):
     model, args, kwargs = MODELS[name]()
     if name == "cnn":
