@@ -294,6 +294,30 @@ def test_frozen_models_multiply_on_the_kernel():
     assert_close(model.frozen()(x), module(x).detach().numpy(), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("stride, padding, dilation", [(2, 0, 1), (1, 1, 2), (5, 3, 1)], ids=str)
+def test_frozen_1d_convolutions_multiply_on_the_kernel(stride, padding, dilation):
+    """A frozen plain 1-D convolution (wav2vec2's and Whisper's feature layers) runs as its tap
+    windows times the weight on the product kernel, matching PyTorch in float64 with strides,
+    padding and dilation; NaN and infinities in the input reach exactly the outputs whose
+    windows hold them. Called with the weight as an argument, it stays XLA's convolution."""
+    torch.manual_seed(stride + padding + dilation)
+    conv = torch.nn.Conv1d(72, 80, 3, stride=stride, padding=padding, dilation=dilation).eval()
+    x = torch.randn(2, 72, 61)
+    first = -padding % stride  # a frame the first tap of some window reads, whatever the stride
+    x[0, 5, first + 4 * stride], x[1, 70, first] = float("nan"), float("inf")
+    model = jaxport.from_torch(conv, (x,))
+    frozen_text = jax.jit(functools.partial(model._run, dict(model.params))).lower([to_jax(x)], None).as_text()
+    called_text = jax.jit(model._run).lower(model.params, [to_jax(x)], None).as_text()
+    assert _native.MATMUL_TARGET in frozen_text and _native.MATMUL_TARGET not in called_text
+    got = np.asarray(model.frozen()(x))
+    expected = conv.double()(x.double()).detach().numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(expected))
+    finite = np.isfinite(expected)
+    assert np.isnan(got).any() and np.isinf(got).any() and finite.any()
+    assert_close(got[finite], expected[finite], rtol=1e-5, atol=1e-4)
+
+
 # -- attention without a mask (attention.cc) --------------------------------------------------------
 
 

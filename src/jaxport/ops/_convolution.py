@@ -19,7 +19,11 @@ convolutions; as products, its 1x1 layers keep NCHW (25.5 -> 18.6 ms at batch 1,
 121 ms at batch 8). A plain convolution with more output channels than output positions
 (ResNet's last stages at small batches) is one matrix product of the weights as they lie with
 the input's stacked tap windows: XLA:CPU transposes a kernel that arrives as an argument to
-HWIO on every call, which there costs more than the windows. GPUs and TPUs take grouped convolutions natively (cuDNN, the TPU's
+HWIO on every call, which there costs more than the windows. A plain 1-D convolution whose
+weight is a constant of the program (a frozen model) and float32 is, where the product kernel
+is built, the input's tap windows stacked channels last times the weight as rows: the kernel
+then runs it (wav2vec2's feature extractor, 512 channels, 3 taps over 1,599 and 799 frames, went
+to XLA's convolution at about 41 GF/s on one core). GPUs and TPUs take grouped convolutions natively (cuDNN, the TPU's
 convolution units): the choice is made in the program (`lax.platform_dependent`), not by the
 host that traces it, so `jax.export` artifacts and generated code meant for a GPU run
 `lax.conv_general_dilated` there. (Measured one thread, float32, by
@@ -31,8 +35,11 @@ from __future__ import annotations
 import itertools
 import math
 
+import jax
 import jax.numpy as jnp
 from jax import lax
+
+from . import _products
 
 #: Kernels with more taps than this stay on `lax.conv_general_dilated` even when depthwise:
 #: each tap is a term of the fused loop (7x7 is 49; a 3x3x3 volume 27).
@@ -101,6 +108,8 @@ def _cpu_formulation(lhs, rhs, strides, padding, lhs_dilation, rhs_dilation, gro
             return jnp.concatenate([_on_cpu(x, w, strides, padding, lhs_dilation, rhs_dilation, 1, precision)
                                     for x, w in parts], axis=1)
         return split
+    if not transposed and groups == 1 and (on_kernel := _windows_on_kernel(lhs, rhs, strides, padding, rhs_dilation)):
+        return on_kernel
     if not transposed and _is_pointwise(rhs, groups, padding):
         def pointwise(lhs, rhs):
             picked = lhs[(slice(None), slice(None), *(slice(None, None, s) for s in strides))]
@@ -177,6 +186,33 @@ def _by_patches(lhs, rhs, strides, padding, rhs_dilation, precision):
     batch, channels = lhs.shape[:2]
     patches = jnp.stack(windows, axis=2).reshape(batch, channels * len(windows), *sizes)
     return _pointwise(patches, rhs.reshape(rhs.shape[0], -1), precision)
+
+
+def _windows_on_kernel(lhs, rhs, strides, padding, rhs_dilation):
+    """A plain 1-D float32 convolution with a constant weight as the product kernel's rows times
+    weight: rows [(n, p), (tap, c)] of the tap windows channels last, the weight [out, (tap, c)]
+    reordered once, when the program is traced; None where the kernel does not apply (the
+    product decides: no kernel built, `portable()`, a small weight)."""
+    if (rhs.ndim != 3 or isinstance(rhs, jax.core.Tracer) or lhs.dtype != jnp.float32
+            or rhs.dtype != jnp.float32 or "product" not in _products.CPU_KERNELS):
+        return None
+    dilation = tuple(rhs_dilation or (1,))
+    sizes = _output_sizes(lhs, rhs, strides, padding, dilation)
+    if not all(size > 0 for size in sizes):
+        return None
+    with jax.ensure_compile_time_eval():
+        weight = jnp.moveaxis(rhs, 1, -1).reshape(rhs.shape[0], -1)
+
+    def formulation(lhs, rhs):  # rhs traced in this branch; the product reads the constant
+        padded = jnp.moveaxis(_pad_spatial(lhs, padding), 1, -1)  # [n, length, c]
+        batch, channels = lhs.shape[:2]
+        windows = [lax.slice(padded, (0, tap * dilation[0], 0),
+                             (batch, tap * dilation[0] + (sizes[0] - 1) * strides[0] + 1, channels), (1, strides[0], 1))
+                   for tap in range(rhs.shape[2])]
+        rows = jnp.stack(windows, axis=-2).reshape(batch * sizes[0], weight.shape[1])
+        out = _products.rows_times_weight(rows, weight, jnp.float32)  # [(n, p), out]
+        return jnp.moveaxis(out.reshape(batch, sizes[0], -1), -1, 1)
+    return formulation
 
 
 def _is_shiftable_depthwise(lhs, rhs, groups) -> bool:
