@@ -39,8 +39,6 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from . import _products
-
 #: Kernels with more taps than this stay on `lax.conv_general_dilated` even when depthwise:
 #: each tap is a term of the fused loop (7x7 is 49; a 3x3x3 volume 27).
 MAX_SHIFTED_TAPS = 64
@@ -54,7 +52,7 @@ MAX_SPLIT_GROUPS = 64
 #: PyTorch 4.5 and 36 ms).
 MAX_SPLIT_TAPS = 64
 #: Compiled CPU kernels by name, each a function that returns its formulation of a convolution
-#: or None where it does not apply. `jaxport.ops._native` adds them when `pip install` built
+#: (or, "product", of rows times a constant weight, as in `_products`) or None where it does not apply. `jaxport.ops._native` adds them when `pip install` built
 #: them; generated code, and programs traced for other machines, run without any.
 CPU_KERNELS = {}
 
@@ -193,8 +191,9 @@ def _windows_on_kernel(lhs, rhs, strides, padding, rhs_dilation):
     weight: rows [(n, p), (tap, c)] of the tap windows channels last, the weight [out, (tap, c)]
     reordered once, when the program is traced; None where the kernel does not apply (the
     product decides: no kernel built, `portable()`, a small weight)."""
-    if (rhs.ndim != 3 or isinstance(rhs, jax.core.Tracer) or lhs.dtype != jnp.float32
-            or rhs.dtype != jnp.float32 or "product" not in _products.CPU_KERNELS):
+    kernel = CPU_KERNELS.get("product")
+    if (kernel is None or rhs.ndim != 3 or isinstance(rhs, jax.core.Tracer) or lhs.dtype != jnp.float32
+            or rhs.dtype != jnp.float32):
         return None
     dilation = tuple(rhs_dilation or (1,))
     sizes = _output_sizes(lhs, rhs, strides, padding, dilation)
@@ -210,7 +209,13 @@ def _windows_on_kernel(lhs, rhs, strides, padding, rhs_dilation):
                              (batch, tap * dilation[0] + (sizes[0] - 1) * strides[0] + 1, channels), (1, strides[0], 1))
                    for tap in range(rhs.shape[2])]
         rows = jnp.stack(windows, axis=-2).reshape(batch * sizes[0], weight.shape[1])
-        out = _products.rows_times_weight(rows, weight, jnp.float32)  # [(n, p), out]
+
+        def general(rows, weight):
+            return lax.dot_general(rows, weight, (((1,), (1,)), ((), ())), precision=lax.Precision.HIGHEST,
+                                   preferred_element_type=jnp.float32)
+
+        on_kernel = kernel(rows, weight, 1, jnp.float32, general)
+        out = general(rows, weight) if on_kernel is None else on_kernel(rows, weight)  # [(n, p), out]
         return jnp.moveaxis(out.reshape(batch, sizes[0], -1), -1, 1)
     return formulation
 

@@ -221,3 +221,4 @@ def attention(query, key, value, scale, portable_formulation):
 _attention.CPU_KERNELS["attention"] = attention
 _convolution.CPU_KERNELS["depthwise_conv"] = depthwise_conv
 _products.CPU_KERNELS["product"] = product
+_convolution.CPU_KERNELS["product"] = product  # frozen 1-D convolutions as windows times the weight
