@@ -106,7 +106,7 @@ def _cpu_formulation(lhs, rhs, strides, padding, lhs_dilation, rhs_dilation, gro
             return jnp.concatenate([_on_cpu(x, w, strides, padding, lhs_dilation, rhs_dilation, 1, precision)
                                     for x, w in parts], axis=1)
         return split
-    if not transposed and groups == 1 and (on_kernel := _windows_on_kernel(lhs, rhs, strides, padding, rhs_dilation)):
+    if not transposed and groups == 1 and (on_kernel := _windows_on_kernel(lhs, rhs, strides, padding, rhs_dilation, precision)):
         return on_kernel
     if not transposed and _is_pointwise(rhs, groups, padding):
         def pointwise(lhs, rhs):
@@ -186,11 +186,11 @@ def _by_patches(lhs, rhs, strides, padding, rhs_dilation, precision):
     return _pointwise(patches, rhs.reshape(rhs.shape[0], -1), precision)
 
 
-def _windows_on_kernel(lhs, rhs, strides, padding, rhs_dilation):
+def _windows_on_kernel(lhs, rhs, strides, padding, rhs_dilation, precision):
     """A plain 1-D float32 convolution with a constant weight as the product kernel's rows times
     weight: rows [(n, p), (tap, c)] of the tap windows channels last, the weight [out, (tap, c)]
-    reordered once, when the program is traced; None where the kernel does not apply (the
-    product decides: no kernel built, `portable()`, a small weight)."""
+    reordered once, when the program is traced; None where no kernel is built. Where the product
+    kernel declines (`portable()`, a small weight) it is `_general`'s convolution."""
     kernel = CPU_KERNELS.get("product")
     if (kernel is None or rhs.ndim != 3 or isinstance(rhs, jax.core.Tracer) or lhs.dtype != jnp.float32
             or rhs.dtype != jnp.float32):
@@ -215,7 +215,9 @@ def _windows_on_kernel(lhs, rhs, strides, padding, rhs_dilation):
                                    preferred_element_type=jnp.float32)
 
         on_kernel = kernel(rows, weight, 1, jnp.float32, general)
-        out = general(rows, weight) if on_kernel is None else on_kernel(rows, weight)  # [(n, p), out]
+        if on_kernel is None:
+            return _general(lhs, rhs, strides, padding, None, dilation, 1, precision)
+        out = on_kernel(rows, weight)  # [(n, p), out]
         return jnp.moveaxis(out.reshape(batch, sizes[0], -1), -1, 1)
     return formulation
 
