@@ -52,8 +52,9 @@ MAX_SPLIT_GROUPS = 64
 #: PyTorch 4.5 and 36 ms).
 MAX_SPLIT_TAPS = 64
 #: Compiled CPU kernels by name, each a function that returns its formulation of a convolution
-#: (or, "product", of rows times a constant weight, as in `_products`) or None where it does not apply. `jaxport.ops._native` adds them when `pip install` built
-#: them; generated code, and programs traced for other machines, run without any.
+#: (or, "product", of rows times a constant weight, as in `_products`) or None where it does not
+#: apply. `jaxport.ops._native` adds them when `pip install` built them; generated code, and
+#: programs traced for other machines, run without any.
 CPU_KERNELS = {}
 
 
@@ -161,14 +162,18 @@ def _pad_spatial(lhs, padding):
     return lax.pad(lhs, jnp.zeros((), lhs.dtype), [(0, 0, 0), (0, 0, 0)] + [(lo, hi, 0) for lo, hi in padding])
 
 
-def _tap_windows(padded, kernel, strides, dilation, sizes):
+def _tap_windows(padded, kernel, strides, dilation, sizes, channels_last=False):
     """For each kernel tap (row-major, as the weights hold them): the strided slice of the
-    padded input that tap multiplies, one per output position."""
-    batch, channels = padded.shape[:2]
+    padded input (NC<spatial>, or N<spatial>C with `channels_last`) that tap multiplies, one per
+    output position."""
+    batch, channels = (padded.shape[0], padded.shape[-1]) if channels_last else padded.shape[:2]
     for tap in itertools.product(*(range(k) for k in kernel)):
         starts = [t * d for t, d in zip(tap, dilation)]
         limits = [start + (size - 1) * s + 1 for start, size, s in zip(starts, sizes, strides)]
-        yield tap, lax.slice(padded, (0, 0, *starts), (batch, channels, *limits), (1, 1, *strides))
+        if channels_last:
+            yield tap, lax.slice(padded, (0, *starts, 0), (batch, *limits, channels), (1, *strides, 1))
+        else:
+            yield tap, lax.slice(padded, (0, 0, *starts), (batch, channels, *limits), (1, 1, *strides))
 
 
 def _by_patches(lhs, rhs, strides, padding, rhs_dilation, precision):
@@ -204,11 +209,9 @@ def _windows_on_kernel(lhs, rhs, strides, padding, rhs_dilation, precision):
 
     def formulation(lhs, rhs):  # rhs traced in this branch; the product reads the constant
         padded = jnp.moveaxis(_pad_spatial(lhs, padding), 1, -1)  # [n, length, c]
-        batch, channels = lhs.shape[:2]
-        windows = [lax.slice(padded, (0, tap * dilation[0], 0),
-                             (batch, tap * dilation[0] + (sizes[0] - 1) * strides[0] + 1, channels), (1, strides[0], 1))
-                   for tap in range(rhs.shape[2])]
-        rows = jnp.stack(windows, axis=-2).reshape(batch * sizes[0], weight.shape[1])
+        windows = [window for _, window in _tap_windows(padded, rhs.shape[2:], strides, dilation, sizes,
+                                                        channels_last=True)]
+        rows = jnp.stack(windows, axis=-2).reshape(lhs.shape[0] * sizes[0], weight.shape[1])
 
         def general(rows, weight):
             return lax.dot_general(rows, weight, (((1,), (1,)), ((), ())), precision=lax.Precision.HIGHEST,
@@ -218,7 +221,7 @@ def _windows_on_kernel(lhs, rhs, strides, padding, rhs_dilation, precision):
         if on_kernel is None:
             return _general(lhs, rhs, strides, padding, None, dilation, 1, precision)
         out = on_kernel(rows, weight)  # [(n, p), out]
-        return jnp.moveaxis(out.reshape(batch, sizes[0], -1), -1, 1)
+        return jnp.moveaxis(out.reshape(lhs.shape[0], sizes[0], -1), -1, 1)
     return formulation
 
 
