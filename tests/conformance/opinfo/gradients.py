@@ -22,7 +22,6 @@ Dtypes: a JAX tangent has its output's dtype. Where PyTorch's forward mode retur
 from __future__ import annotations
 
 import functools
-import itertools
 import zlib
 
 import jax
@@ -64,9 +63,8 @@ def gradient_dtypes(op, path: str) -> list[torch.dtype]:
 def gradient_samples(op, dtype, limit: int | None = None) -> list:
     """OpInfo's first `limit` samples of `op` (None: all) drawn for differentiation
     (`requires_grad=True`: away from the points where PyTorch's derivative is undefined, for some
-    ops other samples); only those are drawn, as in `harness.samples`."""
-    torch.manual_seed(0)
-    return list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=True), limit))
+    ops other samples)."""
+    return harness.samples(op, dtype, limit, requires_grad=True)
 
 
 def _differentiated_function(op, sample, *args, **kwargs):

@@ -708,12 +708,12 @@ def tested_dtypes(op) -> list[torch.dtype]:
     return [d for d in DTYPES if d in supported]
 
 
-def samples(op, dtype, limit: int | None = None) -> list:
+def samples(op, dtype, limit: int | None = None, requires_grad: bool = False) -> list:
     """OpInfo's first `limit` samples of `op` in `dtype` (None: all). Only those are drawn: OpInfo
     reseeds before each sample (so the first `limit` are the same either way), and each reseed
     costs about 5 ms."""
     torch.manual_seed(0)
-    return list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=False), limit))
+    return list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=requires_grad), limit))
 
 
 def _extremity(sample) -> int:
