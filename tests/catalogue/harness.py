@@ -63,7 +63,12 @@ DECODER_SEQ = 6
 NEW_TOKENS = 8  # generated after the SEQ-token prompts
 AUDIO_SAMPLES = 4000  # raw waveforms: 0.25 s at 16 kHz, a dozen wav2vec2 frames
 AUDIO_FRAMES = 64  # spectrogram frames where the config does not fix them
-RTOL = 1e-4  # max |got - ref| <= RTOL * max(1, max |ref|)
+#: Each compared tensor: max |got - ref| <= RTOL[dtype] * max(FLOOR, max |finite ref|); integer and
+#: boolean tensors exactly.
+RTOL = {"float64": 1e-4, "float32": 1e-4, "bfloat16": 2e-2, "float16": 1e-2}
+#: A main output whose largest value is below this compares nothing (a model whose activations
+#: have vanished): the row fails, as "degenerate".
+FLOOR = 1e-3
 ERROR_CHARS = 300
 
 
@@ -173,6 +178,65 @@ def image_inputs(config, model, generator) -> dict:
     return {model.main_input_name: torch.randn(BATCH, channels, h, w, generator=generator)}
 
 
+def _codebook_rows(config, inputs: dict, generator) -> dict:
+    """MusicGen's decoder: one row of ids per codebook of each sequence, [BATCH × codebooks, SEQ]."""
+    codebooks = _find(config, "num_codebooks")
+    return {**inputs, "input_ids": _token_ids(config, generator, (BATCH * codebooks, SEQ))}
+
+
+def _text_and_codes(config, inputs: dict, generator) -> dict:
+    """Kyutai's speech-to-text: each step a text token and one audio code per codebook,
+    [BATCH, SEQ, 1 + codebooks]."""
+    import torch
+
+    codes = torch.randint(_find(config, "codebook_vocab_size"), (BATCH, SEQ, _find(config, "num_codebooks")),
+                          generator=generator)
+    return {**inputs, "input_ids": torch.cat([inputs["input_ids"][..., None], codes], dim=-1)}
+
+
+def _channel_codes(config, inputs: dict, generator) -> dict:
+    """Dia's decoder: one audio code per channel each step, [BATCH, DECODER_SEQ, channels]."""
+    import torch
+
+    decoder = config.decoder_config
+    codes = torch.randint(decoder.vocab_size, (BATCH, DECODER_SEQ, decoder.num_channels), generator=generator)
+    codes[:, 0] = decoder.bos_token_id
+    return {**inputs, "decoder_input_ids": codes}
+
+
+def _patches(config, inputs: dict, generator) -> dict:
+    """SigLIP 2 (NaFlex): images as rows of patches, [BATCH, patches, channels × patch²], with each
+    image's patch grid (`spatial_shapes`) and a mask of the patches that hold image (the second
+    image is a column of patches narrower, the rest padding)."""
+    import torch
+
+    pixels = inputs["pixel_values"]
+    patch = _find(config, "patch_size")
+    grid = pixels.shape[-1] // patch
+    rows = pixels.unfold(2, patch, patch).unfold(3, patch, patch)  # [B, C, grid, grid, p, p]
+    rows = rows.permute(0, 2, 3, 4, 5, 1).reshape(BATCH, grid * grid, -1)
+    shapes = torch.tensor([[grid, grid], [grid, grid - 1]])
+    mask = torch.zeros(BATCH, grid * grid, dtype=torch.long)
+    for i, (h, w) in enumerate(shapes.tolist()):
+        mask[i, : h * w] = 1
+    return {"pixel_values": rows, "pixel_attention_mask": mask, "spatial_shapes": shapes}
+
+
+#: Models whose inputs the generic ones above do not cover: {model_type: (the layout, reason,
+#: make)}; `make(config, inputs, generator)` turns the generic inputs into the model's, tried first.
+LAYOUTS: dict[str, tuple[str, str, Callable]] = {
+    "musicgen": ("input_ids [batch × codebooks, tokens]", "a decoder over parallel codebooks: each row "
+                 "of ids is one codebook of one sequence", _codebook_rows),
+    "musicgen_melody": ("input_ids [batch × codebooks, tokens]", "as MusicGen", _codebook_rows),
+    "kyutai_speech_to_text": ("input_ids [batch, tokens, 1 + codebooks]", "each step carries a text token "
+                              "and one audio code per codebook", _text_and_codes),
+    "dia": ("decoder_input_ids [batch, tokens, channels]", "its decoder reads one audio code per channel "
+            "each step", _channel_codes),
+    "siglip2": ("pixel_values [batch, patches, channels × patch²], pixel_attention_mask, spatial_shapes",
+                "it takes images cut into patches, with each image's grid (NaFlex)", _patches),
+}
+
+
 def audio_candidates(config, generator, names: list[str]) -> list[dict]:
     """Audio inputs in the layouts a model might take, for the reference forward to choose from:
     raw waveforms (batch, samples) and spectrograms (batch, features, frames) or (batch, frames,
@@ -206,56 +270,103 @@ def audio_candidates(config, generator, names: list[str]) -> list[dict]:
 # -- outputs -------------------------------------------------------------------------------------
 
 
-def first_tensor(out, path: str = ""):
-    """(name, value) of the first tensor leaf: logits / last_hidden_state of a ModelOutput (or of
-    jaxport's dict of one), or None."""
+def tensors(out) -> dict[str, Any]:
+    """Every tensor of a model's output by its path (`logits`, `past_key_values.layers.0.keys`):
+    ModelOutput fields and dicts by key, tuples and lists by index, a transformers cache by its
+    attributes that hold tensors. jaxport hands a converted model's cache back as nested dicts and
+    lists of the same names (`{"layers": [{"keys": ..., "values": ...}]}`), and the eager frontend
+    the cache object itself, so the three sides name their tensors alike."""
     import torch
 
-    if isinstance(out, torch.Tensor) or type(out).__module__.startswith("jax"):
-        return path, out
-    if isinstance(out, Mapping):
-        items = list(out.items())
-    elif isinstance(out, (tuple, list)):
-        items = [(f"{path}[{i}]" if path else str(i), v) for i, v in enumerate(out)]
-    else:
-        return None
-    for key, value in items:
-        found = first_tensor(value, str(key))
-        if found is not None:
-            return found
-    return None
+    found: dict[str, Any] = {}
+    seen: set[int] = set()
+
+    def walk(value, path: str) -> None:
+        if isinstance(value, torch.Tensor) or type(value).__module__.startswith("jax"):
+            found[path] = value
+            return
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        prefix = f"{path}." if path else ""
+        if isinstance(value, Mapping):
+            items = value.items()
+        elif isinstance(value, (tuple, list)):
+            items = enumerate(value)
+        elif type(value).__module__.startswith("transformers.cache_utils"):
+            items = vars(value).items()
+        else:
+            return
+        for key, item in items:
+            walk(item, f"{prefix}{key}")
+
+    walk(out, "")
+    return found
 
 
-def main_output(out, name: str):
-    """(name, value) of the output the reference's first tensor came from: the field `name` of a
-    ModelOutput or of jaxport's dict of one, else the first tensor leaf."""
-    if isinstance(out, Mapping) and name in out:
-        found = first_tensor(out[name], name)
-        if found is not None:
-            return found
-    return first_tensor(out)
+def first_tensor(out) -> tuple[str, Any] | None:
+    """(path, value) of the first tensor: logits / last_hidden_state of a ModelOutput (or of
+    jaxport's dict of one), or None."""
+    return next(iter(tensors(out).items()), None)
 
 
 def as_numpy(x) -> np.ndarray:
     import torch
 
     if isinstance(x, torch.Tensor):
-        return x.detach().cpu().float().numpy() if x.is_floating_point() else x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        return x.float().numpy() if x.dtype in (torch.bfloat16, torch.float16) else x.numpy()
     return np.asarray(x)
 
 
-def compare(ref: np.ndarray, got: np.ndarray) -> dict:
-    """`got` against the reference by `jaxport.compare` on the values (in float64, dtypes not
-    judged): NaN and infinities in the same places, max |got - ref| <= RTOL * max(1, max |finite
-    ref|). `max_error` is that max, or inf where NaN or an infinity is misplaced."""
-    result = {"shape": list(got.shape)}
-    if ref.shape != got.shape:
-        return {**result, "status": "mismatch", "error": f"shape {list(got.shape)}, expected {list(ref.shape)}"}
-    check = compare_values("output", got, ref, rtol=RTOL, atol=0.0, per_tensor=True)
-    result["max_error"] = math.inf if check.problem else check.max_abs
+def _dtype(x) -> str:
+    return str(x.dtype).removeprefix("torch.")
+
+
+def compare_one(name: str, ref, got) -> dict:
+    """One tensor against its reference: the same shape, NaN and infinities in the same places,
+    max |got - ref| <= RTOL[dtype] * max(FLOOR, max |finite ref|) (integers and booleans: equal).
+    `error` is that max over the scale, to set against RTOL."""
+    ref_np, got_np = as_numpy(ref), as_numpy(got)
+    if ref_np.shape != got_np.shape:
+        return {"status": "mismatch", "error": f"{name}: shape {list(got_np.shape)}, expected {list(ref_np.shape)}"}
+    finite = np.isfinite(ref_np) if ref_np.dtype.kind in "fc" else np.ones(ref_np.shape, bool)
+    scale = float(np.abs(ref_np[finite]).max()) if finite.any() else 0.0
+    rtol = RTOL.get(_dtype(ref), 0.0)
+    check = compare_values(name, got_np, ref_np, rtol=0.0, atol=rtol * max(scale, FLOOR))
+    error = math.inf if check.problem else check.max_abs / max(scale, FLOOR)
     if not check.passed:
-        tol = RTOL * max(1.0, check.scale)
-        return {**result, "status": "mismatch", "error": check.problem or f"max error {check.max_abs:.3g} > {tol:.3g}"}
+        what = check.problem or f"max error {check.max_abs:.3g} > {rtol:g} × {max(scale, FLOOR):.3g}"
+        return {"status": "mismatch", "error": f"{name}: {what}", "max_error": error}
+    return {"status": "ok", "max_error": error}
+
+
+def compare(reference: dict[str, Any], got: dict[str, Any], main: str) -> dict:
+    """Every output tensor against the reference's of the same path (see `tensors`), each to its
+    own tolerance (`compare_one`). The result names the first that fails, in the reference's
+    order; `max_error` is the largest scaled error over all of them, `compared` their count.
+    A main output below FLOOR in magnitude makes the result "degenerate": it tests nothing."""
+    result: dict[str, Any] = {"shape": list(np.shape(as_numpy(got[main]))) if main in got else None,
+                              "compared": len(reference), "max_error": 0.0}
+    missing = [name for name in reference if name not in got]
+    extra = [name for name in got if name not in reference]
+    if missing or extra:
+        what = (f"no {', '.join(missing[:3])}" if missing else "") + ("; " if missing and extra else "") + (
+            f"{', '.join(extra[:3])} more than the reference" if extra else "")
+        return {**result, "status": "mismatch", "error": f"outputs differ: {what}"}
+    failure = None
+    for name, ref in reference.items():
+        one = compare_one(name, ref, got[name])
+        result["max_error"] = max(result["max_error"], one.get("max_error", math.inf))
+        failure = failure or (one if one["status"] != "ok" else None)
+    if failure:
+        return {**result, "status": "mismatch", "error": failure["error"]}
+    ref_main = as_numpy(reference[main])
+    if ref_main.dtype.kind == "f":
+        scale = float(np.abs(ref_main[np.isfinite(ref_main)]).max()) if np.isfinite(ref_main).any() else 0.0
+        if scale < FLOOR:
+            return {**result, "status": "degenerate",
+                    "error": f"{main}: the reference's largest value is {scale:.2g}, below {FLOOR:g}: it tests nothing"}
     return {**result, "status": "ok"}
 
 
@@ -272,13 +383,15 @@ def model_config(cls, config):
 
 
 def build(task: str, model_type: str):
-    """(model, inputs, reference output, facts): the shrunk model on its seeded inputs."""
+    """(model, inputs, reference, facts): the shrunk model on its seeded inputs; the reference
+    is every tensor of its output by path (`tensors`)."""
     import torch
 
     cls = model_class(task, model_type)
     config = model_config(cls, shrink.shrink_config(model_type, task))
     torch.manual_seed(0)
     model = cls._from_config(config).float().eval()  # what AutoModel*.from_config calls
+    _realistic_weights(model)
     _redraw_zero_matrices(model)
     generator = torch.Generator().manual_seed(0)
     main = model.main_input_name
@@ -299,6 +412,8 @@ def build(task: str, model_type: str):
             "decoder_input_ids" in params):
         extra = decoder_inputs(config, generator)
         candidates = [{**c, **extra} for c in candidates]
+    if model_type in LAYOUTS:
+        candidates = [LAYOUTS[model_type][2](config, c, generator) for c in candidates] + candidates
     first_error = None
     for inputs in candidates:
         try:
@@ -309,16 +424,69 @@ def build(task: str, model_type: str):
             first_error = first_error or e
     else:
         raise first_error
-    found = first_tensor(reference)
-    if found is None:
+    if _calibrate_batch_norms(model, inputs):
+        with torch.no_grad():
+            reference = model(**inputs)
+    found = {name: value.detach().clone() for name, value in tensors(reference).items()}
+    if not found:
         raise TypeError(f"{type(reference).__name__} output has no tensor")
+    main = next(iter(found))
     facts = {
         "class": cls.__name__,
         "inputs": {k: list(v.shape) for k, v in inputs.items()},
-        "output": found[0],
-        "output_shape": list(found[1].shape),
+        "output": main,
+        "output_shape": list(found[main].shape),
+        "outputs": len(found),
     }
-    return model, inputs, as_numpy(found[1]), facts
+    return model, inputs, found, facts
+
+
+def _realistic_weights(model) -> None:
+    """Weights that keep activations at a trained model's magnitudes, so that comparing outputs
+    tests something: every linear and convolution layer drawn with variance 1 / fan-in (seeded),
+    every BatchNorm, GroupNorm, LayerNorm and InstanceNorm at scale 1 and shift 0. Hugging Face's
+    N(0, 0.02) initialization, BatchNorm scales included, shrinks a CNN's output to 1e-9 at these
+    widths."""
+    import torch
+    from torch import nn
+
+    norms = (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm)
+    layers = (nn.Linear, nn.modules.conv._ConvNd)
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for module in model.modules():
+            weight = getattr(module, "weight", None)
+            if not isinstance(weight, torch.Tensor) or not weight.numel():
+                continue
+            if isinstance(module, norms):
+                weight.fill_(1.0)
+                if getattr(module, "bias", None) is not None:
+                    module.bias.zero_()
+            elif isinstance(module, layers) and weight.is_floating_point():
+                fan_in = weight[0].numel() if isinstance(module, nn.Linear) or not getattr(
+                    module, "transposed", False) else weight.shape[1] * weight[0, 0].numel()
+                weight.copy_(torch.randn(weight.shape, generator=generator) / math.sqrt(fan_in))
+
+
+def _calibrate_batch_norms(model, inputs: dict) -> bool:
+    """Set every BatchNorm's running statistics to those of `inputs`, as training leaves them
+    (one pass of the BatchNorms alone in training mode, as a cumulative average); whether the
+    model has any. With the initial ones (mean 0, variance 1) nothing renormalizes a CNN's
+    activations, and EfficientNet's fall tenfold a block, to 1e-7 at its logits."""
+    import torch
+
+    momenta = {m: m.momentum for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)}
+    for norm in momenta:
+        norm.reset_running_stats()
+        norm.momentum = None
+        norm.train()
+    if momenta:
+        with torch.no_grad():
+            model(**inputs)
+    for norm, momentum in momenta.items():
+        norm.momentum = momentum
+        norm.eval()
+    return bool(momenta)
 
 
 def _redraw_zero_matrices(model) -> None:
@@ -365,7 +533,7 @@ def check(task: str, model_type: str, stages=STAGES,
         result["seconds"] = round(time.perf_counter() - start, 2)
         results[stage] = result
         emit(stage, result)
-        return result["status"] in ("ok", "mismatch")
+        return result["status"] in ("ok", "mismatch", "degenerate")
 
     state: dict[str, Any] = {}
 
@@ -377,17 +545,16 @@ def check(task: str, model_type: str, stages=STAGES,
                 state[stage] = copy.deepcopy(model)
         row.update(facts)
         emit("facts", facts)  # for the sweep, should a later stage never come back
-        row["ref_max_abs"] = float(np.abs(reference[np.isfinite(reference)]).max()) if reference.size else 0.0
+        main = as_numpy(reference[row["output"]])
+        finite = main[np.isfinite(main)] if main.dtype.kind in "fc" else main
+        row["ref_max_abs"] = float(np.abs(finite).max()) if finite.size else 0.0
 
     def do_export():
         state["ep"] = torch_export.export(state["model"], (), state["inputs"])
 
     def do_convert():
         jm = jaxport.from_exported_program(state["ep"], name=type(state["model"]).__name__)
-        found = main_output(jm(**state["inputs"]), row["output"])
-        if found is None:
-            return {"status": "error", "error": "the converted model's output has no array"}
-        result = _compared(state["reference"], found, row["output"])
+        result = compare(state["reference"], tensors(jm(**state["inputs"])), row["output"])
         # Warm timings: jaxport's own part (from the exported program), and the whole of
         # `from_torch`, which runs torch.export first.
         start = time.perf_counter()
@@ -405,11 +572,7 @@ def check(task: str, model_type: str, stages=STAGES,
         with jaxport.eager(), torch.no_grad():
             module = state["eager"].to("jax")
             out = module(**{k: v.to("jax") for k, v in state["inputs"].items()})
-            found = main_output(out, row["output"])
-            if found is None:
-                return {"status": "error", "error": "the eager output has no tensor"}
-            found = (found[0], found[1].cpu())
-        return _compared(state["reference"], found, row["output"])
+            return compare(state["reference"], tensors(out), row["output"])
 
     def do_generate():
         return generate(state["generate"])
@@ -466,14 +629,6 @@ def generate(model) -> dict:
         return {**result, "status": "mismatch", "error": f"row {row}, token {col - SEQ} of the new ones: "
                 f"{got[row, col]}, transformers {want[row, col]}"}
     return {**result, "status": "ok"}
-
-
-def _compared(reference: np.ndarray, found: tuple, name: str) -> dict:
-    result = compare(reference, as_numpy(found[1]))
-    result["output"] = found[0]
-    if found[0] != name:
-        result.update(status="mismatch", error=f"the first output is {found[0]!r}, PyTorch's {name!r}")
-    return result
 
 
 def _default_config_builds(task: str, model_type: str) -> str:

@@ -15,7 +15,8 @@ import re
 from tests.catalogue import harness, shrink
 from tests.catalogue.sweep import read_results
 
-STATUS = {"ok": "ok", "mismatch": "**mismatch**", "error": "**error**", "timeout": "**timeout**",
+STATUS = {"ok": "ok", "mismatch": "**mismatch**", "degenerate": "**degenerate**", "error": "**error**",
+          "timeout": "**timeout**",
           "crash": "**crash**", "skipped": "–", "not run": "·"}
 MISSING_PACKAGE = re.compile(r"requires the \S+ library|No module named")
 
@@ -28,10 +29,19 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _commit(row: dict) -> str:
+    return row.get("versions", {}).get("jaxport", "unknown")
+
+
+def _table_commit(rows: dict) -> str:
+    """The commit most rows were recorded at: the table's; a row from any other is stale."""
+    return collections.Counter(_commit(r) for r in rows.values()).most_common(1)[0][0]
+
+
 def _first_failure(row: dict) -> tuple[str, str]:
     for stage in harness.STAGES:
         result = row.get("stages", {}).get(stage, {})
-        if result.get("status") in ("mismatch", "error", "timeout", "crash"):
+        if result.get("status") in ("mismatch", "degenerate", "error", "timeout", "crash"):
             return stage, result.get("error", "")
     return "", ""
 
@@ -88,7 +98,9 @@ def summarize(rows: dict[tuple[str, str], dict], command: str) -> str:
         "(`AutoConfig.for_model`) shrunk by generic field-name rules (`tests/catalogue/shrink.py`: "
         f"widths divided by a power of two to about {shrink.HIDDEN}, {shrink.LAYERS} layers or one of "
         f"each kind, {shrink.HEADS} heads, {shrink.EXPERTS} experts with top-{shrink.TOP_K}, a "
-        f"{shrink.VOCAB}-token vocabulary, {shrink.IMAGE}-pixel images), random weights (seed 0), "
+        f"{shrink.VOCAB}-token vocabulary, {shrink.IMAGE}-pixel images), random weights (seeded; "
+        "linear and convolution layers drawn with variance 1 / fan-in, normalization layers at scale 1, "
+        "so that activations keep a trained model's magnitudes), "
         f"eval mode, float32, `use_cache` at the config's default, on batch {harness.BATCH} inputs "
         f"({harness.SEQ} tokens, the second row padded; decoder inputs of {harness.DECODER_SEQ} tokens). "
         "Stages: **build** (construct and run PyTorch: the reference), **export** "
@@ -96,11 +108,15 @@ def summarize(rows: dict[tuple[str, str], dict], command: str) -> str:
         "and compared), **eager** (`jaxport.eager()`, the model and inputs moved to `device=\"jax\"`, "
         "run and compared), and for causal LMs **generate** (`jaxport.from_causal_lm`, greedy "
         f"generation of {harness.NEW_TOKENS} tokens after the prompts, the second left-padded, token "
-        "for token against transformers' `generate`). The main output (the first tensor: logits, last_hidden_state) must match "
-        f"PyTorch to {harness.RTOL:g} × max(1, max |reference|). Each model runs in its own process "
-        "with a time limit.")
+        "for token against transformers' `generate`). Every tensor of the output (logits, hidden states, "
+        "attentions, caches, pooled and auxiliary outputs, named by path) must match PyTorch's to "
+        f"{harness.RTOL['float32']:g} × max({harness.FLOOR:g}, its largest magnitude) in float32 (integers exactly); "
+        "the error column gives the largest such error over all of them, relative to that scale. A row "
+        f"whose main output (the first tensor) stays below {harness.FLOOR:g} in magnitude compares nothing "
+        "and is marked **degenerate**. Each model runs in its own process with a time limit.")
     out.append("")
-    out.append("Status: ok; **mismatch** (ran, wrong values or shape); **error**; **timeout**; "
+    out.append("Status: ok; **mismatch** (ran, wrong values or shape; the first failing tensor named); "
+               "**degenerate** (matches, but the reference's output is too small to test); **error**; **timeout**; "
                "**crash** (the process died); – (skipped: an earlier stage failed); · (not run yet).")
     out.append("")
     out.append("## Summary")
@@ -133,11 +149,12 @@ def summarize(rows: dict[tuple[str, str], dict], command: str) -> str:
             out.append("")
             out.append(f"Conversion time, {what}, over {len(times)} models: median "
                        f"{times[len(times) // 2]:.2f} s, max {times[-1]:.2f} s; {over} at or over 2 s.")
-    commits = collections.Counter(r.get("versions", {}).get("jaxport", "unknown") for r in rows.values())
+    commits = collections.Counter(_commit(r) for r in rows.values())
     if len(commits) > 1:
         out.append("")
-        out.append("Rows come from more than one commit: " + ", ".join(
-            f"{n} at {c}" for c, n in commits.most_common()) + ".")
+        out.append(f"**Stale rows**: {sum(commits.values()) - commits[_table_commit(rows)]} rows come from "
+                   f"another commit than the table's ({_table_commit(rows)}), each marked *stale* in the "
+                   "tables below: " + ", ".join(f"{n} at {c}" for c, n in commits.most_common()[1:]) + ".")
     out.append("")
     out += _generation_failures(rows)
     failed = [r for r in rows.values() if _status(r, "build") != "ok"]
@@ -165,6 +182,13 @@ def summarize(rows: dict[tuple[str, str], dict], command: str) -> str:
         text = ", ".join(f"`{k}={'(default)' if v == shrink.DEFAULT else v}`" for k, v in fields.items())
         out.append(f"| {model_type} | {_cell(text)} | {_cell(reason)} |")
     out.append("")
+    out.append("## Per-model input layouts")
+    out.append("")
+    out.append("| model type | inputs | reason |")
+    out.append("|---|---|---|")
+    for model_type, (layout, reason, _make) in sorted(harness.LAYOUTS.items()):
+        out.append(f"| {model_type} | {_cell(layout)} | {_cell(reason)} |")
+    out.append("")
     for task in harness.TASKS:
         out += _task_table(task, rows)
     return "\n".join(out)
@@ -189,10 +213,11 @@ def _generation_failures(rows: dict) -> list[str]:
 def _task_table(task: str, rows: dict) -> list[str]:
     stages = harness.task_stages(task)
     out = [f"## {task}", ""]
-    out.append("| model type | class | inputs | " + " | ".join(stages) + " | max error "
+    out.append("| model type | class | inputs | " + " | ".join(stages) + " | outputs compared | scaled error "
                "(convert / eager) | convert s (jaxport / from_torch) | first failure |")
-    out.append("|" + "---|" * (len(stages) + 6))
+    out.append("|" + "---|" * (len(stages) + 7))
     missing = []
+    commit = _table_commit(rows) if rows else ""
     for model_type in harness.model_types(task):
         row = rows.get((task, model_type))
         if row is None:
@@ -205,10 +230,11 @@ def _task_table(task: str, rows: dict) -> list[str]:
         convert = row.get("stages", {}).get("convert", {})
         seconds = " / ".join(f"{convert[k]:.2f}" if k in convert else "·"
                              for k in ("jaxport_seconds", "from_torch_seconds")) if convert.get("from_torch_seconds") else ""
+        stale = f" (*stale*: {_commit(row)})" if _commit(row) != commit else ""
         out.append(
-            f"| {model_type} | {row.get('class', '')} | {inputs} | "
+            f"| {model_type}{stale} | {row.get('class', '')} | {inputs} | "
             + " | ".join(STATUS.get(_status(row, s), _status(row, s)) for s in stages)
-            + f" | {_errors(row)} | {seconds} | "
+            + f" | {row.get('outputs', '')} | {_errors(row)} | {seconds} | "
             f"{_cell(f'{stage}: {error}' if stage else '')} |")
     out.append("")
     if missing:

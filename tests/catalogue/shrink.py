@@ -42,6 +42,12 @@ GROUPS = 4  # group norms' and grouped convolutions' group counts
 # validate can be fixed) and again after shrinking, unless a relation between fields set it.
 DEFAULT = "<the default config's value>"
 OVERRIDES: dict[str, tuple[dict[str, Any], str]] = {
+    "bamba": (
+        {"num_hidden_layers": 2, "attn_layer_indices": [1]},
+        "its default config has no attention layer (attn_layer_indices unset), and transformers' own "
+        "forward then fails (get_seq_length on a cache of linear-attention layers only); Bamba's "
+        "checkpoints interleave attention layers, so one of each kind",
+    ),
     "cvt": (
         {"depth": [1, 2, 3]},
         "its drop-path schedule reads stage i's list at index i, so stage i needs more than i blocks",
@@ -51,6 +57,12 @@ OVERRIDES: dict[str, tuple[dict[str, Any], str]] = {
          "out_channels": DEFAULT},
         "its code hard-codes the stem (32) and head (1280) widths, scaled by the coefficients, so "
         "the channel lists stay; B0's coefficients (the default is B7) keep it small",
+    ),
+    "granitemoehybrid": (
+        {"num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"]},
+        "its default config has only linear-attention (Mamba) layers, and transformers' own forward "
+        "then fails (get_seq_length on a cache of linear-attention layers only); Granite 4.0's "
+        "hybrid checkpoints interleave attention layers, so one of each kind",
     ),
     "shieldgemma2": (
         {"yes_token_index": 1, "no_token_index": 2},
