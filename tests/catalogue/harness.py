@@ -304,12 +304,6 @@ def tensors(out) -> dict[str, Any]:
     return found
 
 
-def first_tensor(out) -> tuple[str, Any] | None:
-    """(path, value) of the first tensor: logits / last_hidden_state of a ModelOutput (or of
-    jaxport's dict of one), or None."""
-    return next(iter(tensors(out).items()), None)
-
-
 def as_numpy(x) -> np.ndarray:
     import torch
 

@@ -28,17 +28,18 @@ JAXPORT_INLINE void Store(float* p, Vec v) { std::memcpy(p, &v, sizeof(v)); }
 
 JAXPORT_INLINE Vec Broadcast(float s) { return Vec{s, s, s, s, s, s, s, s}; }
 
-// The 6 x 16 tile sum_p a[p] b[p] over kc steps, where a holds kMr floats a step (one per row)
-// and b kNr (one per column), added to `out` (pitch ldo) when `accumulate`; only `rows` x
-// `cols` of it stored. Each output is summed over p in order, with fused multiply-adds where
-// the CPU has them.
-JAXPORT_INLINE void Tile(const float* a, const float* b, int64_t kc, float* out, int64_t ldo, int64_t rows,
-                         int64_t cols, bool accumulate) {
-  Vec acc[kMr][2] = {};
+// The R x 16 tile sum_p a[p] b[p] over kc steps, where a holds kMr floats a step (one per row,
+// the first R read) and b kNr (one per column), added to `out` (pitch ldo) when `accumulate`;
+// only R x `cols` of it stored. Each output is summed over p in order, with fused multiply-adds
+// where the CPU has them.
+template <int64_t R>
+JAXPORT_INLINE void TileRows(const float* a, const float* b, int64_t kc, float* out, int64_t ldo, int64_t cols,
+                             bool accumulate) {
+  Vec acc[R][2] = {};
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
     const Vec b0 = Load(b + p * kNr), b1 = Load(b + p * kNr + 8);
-    for (int64_t r = 0; r < kMr; ++r) {
+    for (int64_t r = 0; r < R; ++r) {
       // Written out, not through Broadcast: GCC then loads it with one vbroadcastss, where
       // otherwise it gathered a's six floats into a vector and shuffled them out (half the speed).
       const float s = a[p * kMr + r];
@@ -47,8 +48,8 @@ JAXPORT_INLINE void Tile(const float* a, const float* b, int64_t kc, float* out,
       acc[r][1] += ar * b1;
     }
   }
-  if (rows == kMr && cols == kNr) {
-    for (int64_t r = 0; r < kMr; ++r) {
+  if (cols == kNr) {
+    for (int64_t r = 0; r < R; ++r) {
       float* row = out + r * ldo;
       if (accumulate) {
         Store(row, Load(row) + acc[r][0]);
@@ -60,14 +61,30 @@ JAXPORT_INLINE void Tile(const float* a, const float* b, int64_t kc, float* out,
     }
     return;
   }
-  float tile[kMr][kNr];
-  for (int64_t r = 0; r < kMr; ++r) {
+  float tile[R][kNr];
+  for (int64_t r = 0; r < R; ++r) {
     Store(tile[r], acc[r][0]);
     Store(tile[r] + 8, acc[r][1]);
   }
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = 0; r < R; ++r) {
     float* row = out + r * ldo;
     for (int64_t c = 0; c < cols; ++c) row[c] = accumulate ? row[c] + tile[r][c] : tile[r][c];
+  }
+}
+
+// The tile of `rows` (1 to kMr) x 16. A last sliver of fewer than kMr rows gets a tile of its
+// own height rather than the full one on zero padding: a 32-row product is then 32 rows of
+// work, not 36, and a 50-row one 50, not 54.
+JAXPORT_INLINE void Tile(const float* a, const float* b, int64_t kc, float* out, int64_t ldo, int64_t rows,
+                         int64_t cols, bool accumulate) {
+  static_assert(kMr == 6, "one case per height");
+  switch (rows) {
+    case 6: return TileRows<6>(a, b, kc, out, ldo, cols, accumulate);
+    case 5: return TileRows<5>(a, b, kc, out, ldo, cols, accumulate);
+    case 4: return TileRows<4>(a, b, kc, out, ldo, cols, accumulate);
+    case 3: return TileRows<3>(a, b, kc, out, ldo, cols, accumulate);
+    case 2: return TileRows<2>(a, b, kc, out, ldo, cols, accumulate);
+    default: return TileRows<1>(a, b, kc, out, ldo, cols, accumulate);
   }
 }
 
