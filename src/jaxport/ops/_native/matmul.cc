@@ -111,9 +111,30 @@ ffi::Error MatmulImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer
     std::fill(o.out, o.out + o.m * o.n, 0.0f);
     return ffi::Error::Success();
   }
-  std::vector<float> packed_x(static_cast<size_t>((std::min(o.m, kPanel) + kMr - 1) / kMr * kMr * o.k));
-  for (int64_t i = 0; i < o.m; i += kPanel) {
-    const Operands panel{o.x + i * o.k, o.w, o.out + i * o.n, std::min(kPanel, o.m - i), o.n, o.k};
+  const int64_t panels = (o.m + kPanel - 1) / kPanel;
+  const size_t packed_size = static_cast<size_t>((std::min(o.m, kPanel) + kMr - 1) / kMr * kMr * o.k);
+  auto panel_at = [&](int64_t p) {
+    const int64_t i = p * kPanel;
+    return Operands{o.x + i * o.k, o.w, o.out + i * o.n, std::min(kPanel, o.m - i), o.n, o.k};
+  };
+  if (panels >= pool.num_threads() && panels > 1) {
+    // Tall products (a CNN's or Swin's thousands of tokens, often few output columns): threads
+    // take whole panels, each packing its own rows, rather than meeting at every panel to split
+    // its few slivers, which kept two cores 1.75 busy and made Swin's frozen form the slower.
+    jaxport::ParallelFor(pool, panels, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> packed_x(packed_size);
+      for (int64_t p = begin; p < end; ++p) {
+        const Operands panel = panel_at(p);
+        const int64_t padded_m = (panel.m + kMr - 1) / kMr * kMr;
+        PackX(panel, padded_m, packed_x.data());
+        ComputeColumns(panel, packed_x.data(), padded_m, 0, slivers);
+      }
+    });
+    return ffi::Error::Success();
+  }
+  std::vector<float> packed_x(packed_size);
+  for (int64_t p = 0; p < panels; ++p) {
+    const Operands panel = panel_at(p);
     const int64_t padded_m = (panel.m + kMr - 1) / kMr * kMr;
     PackX(panel, padded_m, packed_x.data());
     jaxport::ParallelFor(pool, slivers, 1, [&](int64_t begin, int64_t end) {
