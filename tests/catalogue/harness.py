@@ -272,8 +272,8 @@ def audio_candidates(config, generator, names: list[str]) -> list[dict]:
 
 def tensors(out) -> dict[str, Any]:
     """Every tensor of a model's output by its path (`logits`, `past_key_values.layers.0.keys`):
-    ModelOutput fields and dicts by key, tuples and lists by index, a transformers cache by its
-    attributes that hold tensors. jaxport hands a converted model's cache back as nested dicts and
+    ModelOutput fields and dicts by key, tuples and lists by index, a transformers cache (any
+    class of transformers' named *Cache*, and cache_utils' layers) by its attributes that hold tensors. jaxport hands a converted model's cache back as nested dicts and
     lists of the same names (`{"layers": [{"keys": ..., "values": ...}]}`), and the eager frontend
     the cache object itself, so the three sides name their tensors alike."""
     import torch
@@ -293,8 +293,9 @@ def tensors(out) -> dict[str, Any]:
             items = value.items()
         elif isinstance(value, (tuple, list)):
             items = enumerate(value)
-        elif type(value).__module__.startswith("transformers.cache_utils"):
-            items = vars(value).items()
+        elif type(value).__module__.startswith("transformers.") and "Cache" in type(value).__name__ or (
+                type(value).__module__ == "transformers.cache_utils"):
+            items = vars(value).items()  # a cache (and its layers): its attributes that hold tensors
         else:
             return
         for key, item in items:

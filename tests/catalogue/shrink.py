@@ -48,6 +48,11 @@ OVERRIDES: dict[str, tuple[dict[str, Any], str]] = {
         "forward then fails (get_seq_length on a cache of linear-attention layers only); Bamba's "
         "checkpoints interleave attention layers, so one of each kind",
     ),
+    "blt": (
+        {"use_cache": False},
+        "transformers' own forward fails with a cache: it builds DynamicCache(config=BltConfig), "
+        "which reads num_hidden_layers, a field BltConfig lacks (transformers 5.23)",
+    ),
     "cvt": (
         {"depth": [1, 2, 3]},
         "its drop-path schedule reads stage i's list at index i, so stage i needs more than i blocks",
@@ -67,6 +72,12 @@ OVERRIDES: dict[str, tuple[dict[str, Any], str]] = {
     "shieldgemma2": (
         {"yes_token_index": 1, "no_token_index": 2},
         "the yes/no token ids default to 10784/3771 in its code, past the shrunk vocabulary",
+    ),
+    "xlstm": (
+        {"hidden_size": 128, "embedding_dim": 128},
+        "its config rounds the query and value widths (hidden size times a factor, 0.5 for queries) "
+        "up to multiples of 64 for the cache, while its layers use them unrounded: at a width of 64 "
+        "the cache holds 16 query columns per head where the layer has 8; at 128 both have 16",
     ),
     "xmod": (
         {"default_language": "en_XX"},
