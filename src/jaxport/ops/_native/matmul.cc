@@ -13,9 +13,10 @@
 // is traced, so no call repacks it. All of x is packed once per call, in blocks of kKc steps,
 // into slivers of 6 rows; a 6 x 16 tile of the output is then 12 vector accumulators updated
 // by one broadcast and two loads per step, with the weight's block of the sliver (kKc x 16,
-// 16 KB) in L1 and kMc rows of packed x in L2. Tiles at the ragged edges are computed in full
-// on zero padding and only their valid part stored. Slivers are split over XLA's intra-op
-// thread pool.
+// 16 KB) in L1 and kMc rows of packed x in L2. A last sliver of fewer than 6 rows gets a tile of
+// its own height; columns past n are computed on zero padding and not stored. Tall products
+// (at least as many 256-row panels as threads) are split over XLA's intra-op thread pool by
+// panel, the others by slivers of columns.
 //
 // Numerics: each output is summed over k in order within blocks of kKc, the blocks added in
 // order, in float32 with fused multiply-adds where the CPU has them. Padding only ever meets
@@ -120,7 +121,8 @@ ffi::Error MatmulImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer
   if (panels >= pool.num_threads() && panels > 1) {
     // Tall products (a CNN's or Swin's thousands of tokens, often few output columns): threads
     // take whole panels, each packing its own rows, rather than meeting at every panel to split
-    // its few slivers, which kept two cores 1.75 busy and made Swin's frozen form the slower.
+    // its few slivers, which kept about 1.7 of two cores busy and made Swin's frozen form the
+    // slower (0.87x eager against 0.79x called; 0.81x split by panel).
     jaxport::ParallelFor(pool, panels, 1, [&](int64_t begin, int64_t end) {
       std::vector<float> packed_x(packed_size);
       for (int64_t p = begin; p < end; ++p) {

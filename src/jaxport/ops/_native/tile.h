@@ -1,5 +1,5 @@
-// The register tile of jaxport's product loops (matmul.cc, attention.cc): a 6 x 16 block of
-// an output summed from packed operands, in GCC's vector extensions, and the packing of rows
+// The register tile of jaxport's product loops (matmul.cc, attention.cc): a block of up to
+// 6 x 16 of an output summed from packed operands, in GCC's vector extensions, and the packing of rows
 // it reads. Callers inline it into
 // functions cloned per instruction set (`target_clones`), so each clone compiles it for its
 // own (AVX2 and FMA, or the baseline).
