@@ -293,9 +293,8 @@ def tensors(out) -> dict[str, Any]:
             items = value.items()
         elif isinstance(value, (tuple, list)):
             items = enumerate(value)
-        elif type(value).__module__.startswith("transformers.") and "Cache" in type(value).__name__ or (
-                type(value).__module__ == "transformers.cache_utils"):
-            items = vars(value).items()  # a cache (and its layers): its attributes that hold tensors
+        elif _is_cache(value):
+            items = vars(value).items()
         else:
             return
         for key, item in items:
@@ -318,6 +317,19 @@ def _dtype(x) -> str:
     return str(x.dtype).removeprefix("torch.")
 
 
+def _is_cache(value) -> bool:
+    """A transformers cache (a class of transformers' named *Cache*) or one of cache_utils' layers."""
+    module = type(value).__module__
+    return module == "transformers.cache_utils" or (module.startswith("transformers.") and "Cache" in type(value).__name__)
+
+
+def magnitude(x) -> float:
+    """The largest |value| of an array among its finite values (0 if it has none)."""
+    array = as_numpy(x)
+    finite = array[np.isfinite(array)] if array.dtype.kind in "fc" else array
+    return float(np.abs(finite).max()) if finite.size else 0.0
+
+
 def compare_one(name: str, ref, got) -> dict:
     """One tensor against its reference: the same shape, NaN and infinities in the same places,
     max |got - ref| <= RTOL[dtype] * max(FLOOR, max |finite ref|) (integers and booleans: equal).
@@ -325,13 +337,13 @@ def compare_one(name: str, ref, got) -> dict:
     ref_np, got_np = as_numpy(ref), as_numpy(got)
     if ref_np.shape != got_np.shape:
         return {"status": "mismatch", "error": f"{name}: shape {list(got_np.shape)}, expected {list(ref_np.shape)}"}
-    finite = np.isfinite(ref_np) if ref_np.dtype.kind in "fc" else np.ones(ref_np.shape, bool)
-    scale = float(np.abs(ref_np[finite]).max()) if finite.any() else 0.0
+    scale = magnitude(ref_np)
     rtol = RTOL.get(_dtype(ref), 0.0)
     check = compare_values(name, got_np, ref_np, rtol=0.0, atol=rtol * max(scale, FLOOR))
     error = math.inf if check.problem else check.max_abs / max(scale, FLOOR)
     if not check.passed:
-        what = check.problem or f"max error {check.max_abs:.3g} > {rtol:g} × {max(scale, FLOOR):.3g}"
+        what = check.problem or (f"max error {check.max_abs:.3g} > {rtol:g} × {max(scale, FLOOR):.3g}" if rtol
+                                 else f"values differ by up to {check.max_abs:.3g} (must be equal)")
         return {"status": "mismatch", "error": f"{name}: {what}", "max_error": error}
     return {"status": "ok", "max_error": error}
 
@@ -356,12 +368,9 @@ def compare(reference: dict[str, Any], got: dict[str, Any], main: str) -> dict:
         failure = failure or (one if one["status"] != "ok" else None)
     if failure:
         return {**result, "status": "mismatch", "error": failure["error"]}
-    ref_main = as_numpy(reference[main])
-    if ref_main.dtype.kind == "f":
-        scale = float(np.abs(ref_main[np.isfinite(ref_main)]).max()) if np.isfinite(ref_main).any() else 0.0
-        if scale < FLOOR:
-            return {**result, "status": "degenerate",
-                    "error": f"{main}: the reference's largest value is {scale:.2g}, below {FLOOR:g}: it tests nothing"}
+    if as_numpy(reference[main]).dtype.kind == "f" and (scale := magnitude(reference[main])) < FLOOR:
+        return {**result, "status": "degenerate",
+                "error": f"{main}: the reference's largest value is {scale:.2g}, below {FLOOR:g}: it tests nothing"}
     return {**result, "status": "ok"}
 
 
@@ -540,9 +549,7 @@ def check(task: str, model_type: str, stages=STAGES,
                 state[stage] = copy.deepcopy(model)
         row.update(facts)
         emit("facts", facts)  # for the sweep, should a later stage never come back
-        main = as_numpy(reference[row["output"]])
-        finite = main[np.isfinite(main)] if main.dtype.kind in "fc" else main
-        row["ref_max_abs"] = float(np.abs(finite).max()) if finite.size else 0.0
+        row["ref_max_abs"] = magnitude(reference[row["output"]])
 
     def do_export():
         state["ep"] = torch_export.export(state["model"], (), state["inputs"])
