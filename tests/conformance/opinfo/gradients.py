@@ -83,8 +83,31 @@ def _random_like(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     return torch.randn(t.shape, dtype=t.dtype, generator=generator)
 
 
-def _judge(got, want, dtype, what: str) -> str:
-    """Why jaxport's derivatives `got` (jax arrays, PyTorch's convention) differ from `want`."""
+#: Ops whose derivatives are judged normwise, each matrix against its own largest entry
+#: (|got - want| <= atol + rtol * max |want| over the matrix), with the reason.
+NORMWISE = {
+    "matrix_exp": "the derivative of a matrix function is accurate relative to the matrix's norm, "
+    "not entry by entry: jaxport differentiates JAX's Pade approximant and its squarings, PyTorch "
+    "takes a block matrix's exponential, and the rounding of entries near 7.4e4 reaches the small "
+    "ones (sample 0's tangents differ by 1.6e-3 at one of 25 entries on one machine, by 0.06 at "
+    "an entry of 6.7e4 on another, and entry by entry the sample passed or failed by machine)",
+}
+
+
+def _normwise_difference(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> str:
+    """Empty when every matrix of `got` is within atol + rtol x its largest |entry| of `want`'s."""
+    scale = want.abs().nan_to_num(posinf=0.0).amax(dim=(-2, -1), keepdim=True) if want.ndim >= 2 else want.abs()
+    apart = (got - want).abs()
+    outside = (apart > atol + rtol * scale) | (got.isnan() != want.isnan())
+    if not outside.any():
+        return ""
+    return (f"{int(outside.sum())} of {outside.numel()} entries further than {rtol:g} x their matrix's "
+            f"largest entry (+ {atol:g}); largest difference {apart.nan_to_num().max().item():.3g}")
+
+
+def _judge(got, want, dtype, what: str, normwise: bool = False) -> str:
+    """Why jaxport's derivatives `got` (jax arrays, PyTorch's convention) differ from `want`,
+    entry by entry or, `normwise`, matrix by matrix (`NORMWISE`)."""
     rtol, atol = GRADIENT_TOLERANCES[dtype]
     for i, (g, w) in enumerate(zip(got, want)):
         g = g if isinstance(g, torch.Tensor) else dlpack.to_torch(np.asarray(g))
@@ -92,6 +115,11 @@ def _judge(got, want, dtype, what: str) -> str:
             return f"{what} {i}: shape {tuple(g.shape)}, expected {tuple(w.shape)}"
         if g.dtype != w.dtype:
             return f"{what} {i}: dtype {g.dtype}, expected {w.dtype}"
+        if normwise:
+            why = _normwise_difference(g, w.detach().resolve_conj().resolve_neg(), rtol, atol)
+            if why:
+                return f"{what} {i}: {why}"
+            continue
         try:
             harness.assert_close(g, w.detach().resolve_conj().resolve_neg(), rtol=rtol, atol=atol)
         except AssertionError as err:
@@ -236,7 +264,7 @@ def run_gradient_sample(op, sample, dtype, path: str, *, seed: int = 0) -> Outco
         return Outcome("failed", f"{path}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}", ops)
     if not values:
         return Outcome("passed", "", ops)
-    why = _judge(got, want, dtype, "gradient" if path == "vjp" else "tangent")
+    why = _judge(got, want, dtype, "gradient" if path == "vjp" else "tangent", normwise=op.name in NORMWISE)
     if why and op.name in TIE_ORDER_DIMS and not sample.kwargs.get("stable"):
         why = _up_to_tie_order(op, sample, tensors, path, got, want, dtype)
     if why and dtype in _WIDE:

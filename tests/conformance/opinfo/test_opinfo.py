@@ -305,6 +305,21 @@ def test_entries_explain_only_their_samples_and_values():
         Expected("reason", fails="mismatch", blame="torch")
 
 
+def test_normwise_derivatives_are_judged_against_each_matrix_largest_entry():
+    """`NORMWISE` derivatives pass where each matrix is within rtol of its own largest entry, and
+    fail where one matrix is off by more than that, or a NaN appears, even beside a larger one."""
+    want = torch.tensor([[[7.4e4, -105.0], [3.0, 1.0]], [[1.0, 0.5], [0.25, 0.0]]])
+    rounded = want.clone()
+    rounded[0, 1, 1] += 1.6e-3  # 2e-8 of its matrix's largest entry, 1.6e-3 of its own
+    assert gradients._judge([rounded], [want], torch.float32, "tangent", normwise=True) == ""
+    assert gradients._judge([rounded], [want], torch.float32, "tangent") != ""
+    off = want.clone()
+    off[1, 1, 1] += 1e-3  # the second matrix reaches 1.0: 1e-3 of it, though 1e-8 of the first's
+    assert "1 of 8 entries" in gradients._judge([off], [want], torch.float32, "tangent", normwise=True)
+    off[1, 1, 1] = float("nan")
+    assert "1 of 8 entries" in gradients._judge([off], [want], torch.float32, "tangent", normwise=True)
+
+
 def test_report_counts_what_is_not_jaxports_apart():
     """The generated tables count expected failures whose limit is JAX's missing type or PyTorch's
     own wrong result in their own columns, and give the pass rate without them beside the plain

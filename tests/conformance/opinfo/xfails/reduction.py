@@ -31,13 +31,6 @@ EXPECTED_FAILURES: dict[str, Expected] = {
         "an Intel Xeon, with PyTorch's AVX-512 or AVX2 kernels; 2 in the committed full run's results)",
         fails="mismatch", detail=r"Tensor-likes are not close", where=samples(1),
     ),
-    "matrix_exp:torch.float32:jvp": Expected(
-        "jaxport's forward-mode derivative differentiates JAX's Pade approximant and its squarings, "
-        "PyTorch's takes a block matrix's exponential: on sample 0, a 5x5 matrix whose exponential "
-        "reaches 7.4e4, jaxport's tangent lands up to 0.042 from float64 and PyTorch's 0.018, and "
-        "the two differ by 1.6e-3 at one of 25 entries (reverse mode and the other dtypes pass)",
-        fails="mismatch", detail=r"^jvp: tangent 0: Tensor-likes are not close", where=samples(0),
-    ),
     "linalg.ldl_factor": Expected(_LDL, fails="missing", detail=r"^missing aten\.linalg_ldl_factor(_ex)?\.default$"),
     "linalg.ldl_factor_ex": Expected(_LDL, fails="missing", detail=r"^missing aten\.linalg_ldl_factor_ex\.default$"),
     "linalg.ldl_solve": Expected(_LDL, fails="missing", detail=r"^missing aten\.linalg_ldl_solve\.default$"),
