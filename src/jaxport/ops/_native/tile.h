@@ -31,13 +31,16 @@ JAXPORT_INLINE Vec Broadcast(float s) { return Vec{s, s, s, s, s, s, s, s}; }
 // The R x 16 tile sum_p a[p] b[p] over kc steps, where a holds kMr floats a step (one per row,
 // the first R read) and b kNr (one per column), added to `out` (pitch ldo) when `accumulate`;
 // only R x `cols` of it stored. Each output is summed over p in order, with fused multiply-adds
-// where the CPU has them.
+// where the CPU has them. Meanwhile the first `ahead_lines` steps of `ahead` (kNr floats, a cache
+// line, each) are prefetched, one a step: what the caller reads next, fetched while this tile
+// computes from cache.
 template <int64_t R>
 JAXPORT_INLINE void TileRows(const float* a, const float* b, int64_t kc, float* out, int64_t ldo, int64_t cols,
-                             bool accumulate) {
+                             bool accumulate, const float* ahead, int64_t ahead_lines) {
   Vec acc[R][2] = {};
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
+    if (p < ahead_lines) __builtin_prefetch(ahead + p * kNr, 0, 3);
     const Vec b0 = Load(b + p * kNr), b1 = Load(b + p * kNr + 8);
     for (int64_t r = 0; r < R; ++r) {
       // Written out, not through Broadcast: GCC then loads it with one vbroadcastss, where
@@ -72,19 +75,19 @@ JAXPORT_INLINE void TileRows(const float* a, const float* b, int64_t kc, float* 
   }
 }
 
-// The tile of `rows` (1 to kMr) x 16. A last sliver of fewer than kMr rows gets a tile of its
-// own height rather than the full one on zero padding: a 32-row product is then 32 rows of
-// work, not 36, and a 50-row one 50, not 54.
+// The tile of `rows` (1 to kMr) x 16, prefetching `ahead` as it goes (see TileRows). A last
+// sliver of fewer than kMr rows gets a tile of its own height rather than the full one on zero
+// padding: a 32-row product is then 32 rows of work, not 36, and a 50-row one 50, not 54.
 JAXPORT_INLINE void Tile(const float* a, const float* b, int64_t kc, float* out, int64_t ldo, int64_t rows,
-                         int64_t cols, bool accumulate) {
+                         int64_t cols, bool accumulate, const float* ahead = nullptr, int64_t ahead_lines = 0) {
   static_assert(kMr == 6, "one case per height");
   switch (rows) {
-    case 6: return TileRows<6>(a, b, kc, out, ldo, cols, accumulate);
-    case 5: return TileRows<5>(a, b, kc, out, ldo, cols, accumulate);
-    case 4: return TileRows<4>(a, b, kc, out, ldo, cols, accumulate);
-    case 3: return TileRows<3>(a, b, kc, out, ldo, cols, accumulate);
-    case 2: return TileRows<2>(a, b, kc, out, ldo, cols, accumulate);
-    default: return TileRows<1>(a, b, kc, out, ldo, cols, accumulate);
+    case 6: return TileRows<6>(a, b, kc, out, ldo, cols, accumulate, ahead, ahead_lines);
+    case 5: return TileRows<5>(a, b, kc, out, ldo, cols, accumulate, ahead, ahead_lines);
+    case 4: return TileRows<4>(a, b, kc, out, ldo, cols, accumulate, ahead, ahead_lines);
+    case 3: return TileRows<3>(a, b, kc, out, ldo, cols, accumulate, ahead, ahead_lines);
+    case 2: return TileRows<2>(a, b, kc, out, ldo, cols, accumulate, ahead, ahead_lines);
+    default: return TileRows<1>(a, b, kc, out, ldo, cols, accumulate, ahead, ahead_lines);
   }
 }
 
