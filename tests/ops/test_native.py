@@ -26,6 +26,7 @@ import jaxport
 from jaxport.interop import to_jax
 from jaxport.ops import _native, _products
 from jaxport.ops._convolution import convolve
+from jaxport.ops.aten._grouped import grouped_rows
 from tests.support.numeric import assert_close
 
 pytestmark = pytest.mark.skipif(os.environ.get("JAXPORT_NATIVE") == "0", reason="JAXPORT_NATIVE=0")
@@ -292,6 +293,61 @@ def test_frozen_models_multiply_on_the_kernel():
     called_text = jax.jit(model._run).lower(model.params, [to_jax(x)], None).as_text()
     assert frozen_text.count(_native.MATMUL_TARGET) == 2 and _native.MATMUL_TARGET not in called_text
     assert_close(model.frozen()(x), module(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def _constant_grouped_product(weights):
+    """(rows, sizes) -> each group's rows times its weight [k, n], `weights` a constant of the
+    traced program, as a frozen mixture of experts holds them."""
+    return jax.jit(lambda rows, sizes: grouped_rows(rows, weights, sizes, np.float32))
+
+
+@pytest.mark.parametrize("sizes", [(5, 0, 140, 1, 300), (0, 0, 0, 0, 0), (2, 3, 1, 0, 2), (600, 0, 0, 0, 40)], ids=str)
+def test_grouped_product_kernel_matches_float64(sizes):
+    """Groups empty, of one row, past a pass of rows (132) and a panel (256), groups that end
+    before the rows do (the rest are zeros), and a last group cut off by the row count."""
+    rng = np.random.default_rng(sum(sizes))
+    rows, weights = rng.standard_normal((610, 70), np.float32), rng.standard_normal((5, 70, 100), np.float32)
+    fn = _constant_grouped_product(jnp.asarray(weights))
+    sizes = np.asarray(sizes, np.int32)
+    assert _native.GROUPED_MATMUL_TARGET in fn.lower(rows, sizes).as_text()
+    groups = np.repeat(np.arange(5), sizes)[:610]
+    expected = np.zeros((610, 100))
+    expected[:len(groups)] = np.einsum("sk,skn->sn", rows[:len(groups)].astype(np.float64), weights[groups])
+    assert_close(fn(rows, sizes), expected, rtol=1e-5, atol=1e-4)
+
+
+def test_grouped_product_kernel_derivatives_nan_and_where_it_stays_out():
+    """A NaN reaches its own row only; reverse mode in the rows equals the portable formulation's,
+    and forward mode its product; expert weights passed as arguments, small ones and `portable()`
+    leave it out."""
+    rng = np.random.default_rng(11)
+    rows, weights = rng.standard_normal((40, 64), np.float32), jnp.asarray(rng.standard_normal((3, 64, 80), np.float32))
+    sizes = np.asarray([10, 0, 25], np.int32)
+    rows[3, 7] = np.nan
+    out = np.asarray(_constant_grouped_product(weights)(rows, sizes))
+    assert np.isnan(out[3]).all() and not np.isnan(np.delete(out, 3, axis=0)).any()
+    assert not out[35:].any()
+    rows[3, 7] = 0.0
+
+    def portable(rows):
+        with _native.portable():
+            return grouped_rows(rows, weights, sizes, np.float32)
+
+    def kernel(rows):
+        return grouped_rows(rows, weights, sizes, np.float32)
+
+    cotangent = rng.standard_normal((40, 80), np.float32)
+    gradient = [jax.jit(jax.grad(lambda r, f=f: jnp.sum(f(r) * cotangent)))(rows) for f in (kernel, portable)]
+    assert_close(gradient[0], gradient[1], rtol=1e-5, atol=1e-4)
+    # the product is linear in the rows: its tangent is the product of the tangent (the portable
+    # CPU form, a custom_vjp, has no forward mode of its own)
+    tangent = jax.jit(lambda t: jax.jvp(kernel, (rows,), (t,))[1])(rows * 0.5)
+    assert_close(tangent, jax.jit(portable)(rows * 0.5), rtol=1e-5, atol=1e-4)
+    has_kernel = lambda fn, *args: _native.GROUPED_MATMUL_TARGET in fn.lower(*args).as_text()  # noqa: E731
+    assert has_kernel(jax.jit(kernel), rows)
+    assert not has_kernel(jax.jit(lambda r, w: grouped_rows(r, w, sizes, np.float32)), rows, weights)
+    assert not has_kernel(_constant_grouped_product(weights[:, :32]), rows[:, :32], sizes)
+    assert not has_kernel(jax.jit(portable), rows)
 
 
 @pytest.mark.parametrize("stride, padding, dilation", [(2, 0, 1), (1, 1, 2), (5, 3, 1)], ids=str)

@@ -2,7 +2,8 @@
 
     attention.cc    float32 attention without a mask, streamed block by block (`attention`)
     depthwise.cc    depthwise 2-D convolution of NCHW float32 data (`depthwise_conv`)
-    matmul.cc       float32 products of activations with a constant weight (`product`)
+    matmul.cc       float32 products of activations with a constant weight (`product`), and of
+                    groups of rows each with its own (`grouped_product`: mixtures of experts)
     parallel.h      splitting a kernel's work over XLA's intra-op thread pool
     tile.h          the 6 x 16 register tile of the product and attention loops
 
@@ -38,6 +39,7 @@ from .. import _attention, _convolution, _products
 LIBRARY = Path(__file__).with_name("_kernels" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
 DEPTHWISE_TARGET = "jaxport_depthwise_conv2d_f32"
 MATMUL_TARGET = "jaxport_matmul_f32"
+GROUPED_MATMUL_TARGET = "jaxport_grouped_matmul_f32"
 ATTENTION_TARGET = "jaxport_attention_f32"
 
 #: Where the depthwise kernel pays. XLA fuses the portable formulation's taps with what
@@ -75,7 +77,7 @@ def loaded() -> bool:
     try:
         library = ctypes.CDLL(str(LIBRARY))
         handlers = {DEPTHWISE_TARGET: library.JaxportDepthwiseConv2dF32, MATMUL_TARGET: library.JaxportMatmulF32,
-                    ATTENTION_TARGET: library.JaxportAttentionF32}
+                    GROUPED_MATMUL_TARGET: library.JaxportGroupedMatmulF32, ATTENTION_TARGET: library.JaxportAttentionF32}
     except (OSError, AttributeError):  # built for another platform, or from older sources
         return False
     return _registered(handlers)
@@ -174,6 +176,32 @@ def product(rows, weight, contracting, compute_dtype, portable_formulation):
     return lambda rows, weight: kernel(rows)
 
 
+def grouped_product(rows, weights, sizes, compute_dtype, portable_formulation):
+    """The kernel's formulation of a mixture of experts' product, or None where it does not
+    apply: consecutive groups of rows [s, k], group g `sizes[g]` rows long, each times its
+    constant weight `weights[g]` [k, n]; rows past the last group are zeros. Conditions and
+    derivatives as for `product` (`portable_formulation(rows, weights, sizes)`); each group's
+    weight is packed once per trace."""
+    if (_portable.get() or not isinstance(rows, jax.core.Tracer) or isinstance(weights, jax.core.Tracer)
+            or rows.dtype != np.float32 or weights.dtype != np.float32 or compute_dtype != np.float32
+            or rows.ndim != 2 or weights.ndim != 3 or min(weights.shape[1:]) < MIN_PRODUCT_SIDE or not loaded()):
+        return None
+    with jax.ensure_compile_time_eval():
+        packed = jax.vmap(_slivers)(jax.numpy.swapaxes(weights, 1, 2))
+    call = jax.ffi.ffi_call(GROUPED_MATMUL_TARGET, jax.ShapeDtypeStruct((rows.shape[0], weights.shape[2]), rows.dtype),
+                            vmap_method="sequential")
+
+    @jax.custom_jvp
+    def kernel(rows, sizes):
+        return call(rows, packed, sizes.astype(np.int32))
+
+    @kernel.defjvp
+    def tangent(primals, tangents):
+        return kernel(*primals), portable_formulation(tangents[0], weights, primals[1])
+
+    return lambda rows, weights, sizes: kernel(rows, sizes)
+
+
 def _slivers(weight):
     """weight [n, k] as the kernel reads it: [ceil(n / 16), k, 16], zeros past n."""
     n, k = weight.shape
@@ -221,4 +249,5 @@ def attention(query, key, value, scale, portable_formulation):
 _attention.CPU_KERNELS["attention"] = attention
 _convolution.CPU_KERNELS["depthwise_conv"] = depthwise_conv
 _products.CPU_KERNELS["product"] = product
+_products.CPU_KERNELS["grouped_product"] = grouped_product
 _convolution.CPU_KERNELS["product"] = product  # frozen 1-D convolutions as windows times the weight

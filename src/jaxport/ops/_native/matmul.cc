@@ -108,24 +108,9 @@ void ComputeColumns(const Operands& o, const float* packed_x, int64_t padded_m, 
   }
 }
 
-ffi::Error MatmulImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F32> w,
-                      ffi::ResultBuffer<ffi::F32> out) {
-  const auto xd = x.dimensions();
-  const auto wd = w.dimensions();
-  const auto od = out->dimensions();
-  if (xd.size() != 2 || wd.size() != 3 || od.size() != 2) {
-    return ffi::Error::InvalidArgument("jaxport_matmul: operands are not a matrix and packed slivers");
-  }
-  Operands o{x.typed_data(), w.typed_data(), out->typed_data(), xd[0], od[1], xd[1]};
+// out = x w over every row, the panels split over the pool as described at the top.
+void Multiply(ffi::ThreadPool& pool, const Operands& o) {
   const int64_t slivers = (o.n + kNr - 1) / kNr;
-  if (od[0] != o.m || wd[0] != slivers || wd[1] != o.k || wd[2] != kNr) {
-    return ffi::Error::InvalidArgument("jaxport_matmul: operand shapes do not multiply");
-  }
-  if (o.m == 0 || o.n == 0) return ffi::Error::Success();
-  if (o.k == 0) {
-    std::fill(o.out, o.out + o.m * o.n, 0.0f);
-    return ffi::Error::Success();
-  }
   const int64_t panels = (o.m + kPanel - 1) / kPanel;
   const size_t packed_size = static_cast<size_t>((std::min(o.m, kPanel) + kMr - 1) / kMr * kMr * o.k);
   auto panel_at = [&](int64_t p) {
@@ -146,7 +131,7 @@ ffi::Error MatmulImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer
         ComputeColumns(panel, packed_x.data(), padded_m, 0, slivers);
       }
     });
-    return ffi::Error::Success();
+    return;
   }
   std::vector<float> packed_x(packed_size);
   for (int64_t p = 0; p < panels; ++p) {
@@ -157,6 +142,62 @@ ffi::Error MatmulImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer
       ComputeColumns(panel, packed_x.data(), padded_m, begin, end);
     });
   }
+}
+
+ffi::Error MatmulImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F32> w,
+                      ffi::ResultBuffer<ffi::F32> out) {
+  const auto xd = x.dimensions();
+  const auto wd = w.dimensions();
+  const auto od = out->dimensions();
+  if (xd.size() != 2 || wd.size() != 3 || od.size() != 2) {
+    return ffi::Error::InvalidArgument("jaxport_matmul: operands are not a matrix and packed slivers");
+  }
+  Operands o{x.typed_data(), w.typed_data(), out->typed_data(), xd[0], od[1], xd[1]};
+  if (od[0] != o.m || wd[0] != (o.n + kNr - 1) / kNr || wd[1] != o.k || wd[2] != kNr) {
+    return ffi::Error::InvalidArgument("jaxport_matmul: operand shapes do not multiply");
+  }
+  if (o.m == 0 || o.n == 0) return ffi::Error::Success();
+  if (o.k == 0) {
+    std::fill(o.out, o.out + o.m * o.n, 0.0f);
+    return ffi::Error::Success();
+  }
+  Multiply(pool, o);
+  return ffi::Error::Success();
+}
+
+// A mixture of experts' product: consecutive groups of x's rows, group g `sizes[g]` rows long,
+// each times its own packed weight w[g]; rows past the last group are zeros. Each group is a
+// product of its own rows, so the work is that of the rows present and an expert no row chose
+// is never read.
+ffi::Error GroupedMatmulImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F32> w,
+                             ffi::Buffer<ffi::S32> sizes, ffi::ResultBuffer<ffi::F32> out) {
+  const auto xd = x.dimensions();
+  const auto wd = w.dimensions();
+  const auto sd = sizes.dimensions();
+  const auto od = out->dimensions();
+  if (xd.size() != 2 || wd.size() != 4 || sd.size() != 1 || od.size() != 2) {
+    return ffi::Error::InvalidArgument("jaxport_grouped_matmul: operands are not rows, groups of packed slivers "
+                                       "and group sizes");
+  }
+  const int64_t m = xd[0], k = xd[1], n = od[1], groups = wd[0], slivers = (n + kNr - 1) / kNr;
+  if (od[0] != m || sd[0] != groups || wd[1] != slivers || wd[2] != k || wd[3] != kNr) {
+    return ffi::Error::InvalidArgument("jaxport_grouped_matmul: operand shapes do not multiply");
+  }
+  float* result = out->typed_data();
+  int64_t start = 0;
+  for (int64_t g = 0; g < groups && start < m; ++g) {
+    const int64_t rows = std::min<int64_t>(std::max<int32_t>(sizes.typed_data()[g], 0), m - start);
+    if (rows > 0 && n > 0) {
+      if (k == 0) {
+        std::fill(result + start * n, result + (start + rows) * n, 0.0f);
+      } else {
+        Multiply(pool, Operands{x.typed_data() + start * k, w.typed_data() + g * slivers * k * kNr,
+                                result + start * n, rows, n, k});
+      }
+    }
+    start += rows;
+  }
+  std::fill(result + start * n, result + m * n, 0.0f);
   return ffi::Error::Success();
 }
 
@@ -167,4 +208,12 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxportMatmulF32, MatmulImpl,
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxportGroupedMatmulF32, GroupedMatmulImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());

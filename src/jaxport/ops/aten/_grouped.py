@@ -9,8 +9,10 @@ of 16 to 256 consecutive rows multiplied by that group's matrix, so the work is 
 rows present (plus one part-filled window per group). Trip counts are computed from `sizes`
 at run time, so shapes stay static. A `while_loop` cannot be differentiated in
 reverse, so the CPU form carries its own gradient (`jax.custom_vjp`), itself a loop over
-the same windows. The choice is made in the program (`lax.platform_dependent`), like the
-convolutions' (`ops/_convolution.py`).
+the same windows. With constant expert weights (a frozen model) and jaxport's compiled kernels
+built, CPUs run the grouped product kernel instead (`CPU_KERNELS["grouped_product"]`), each
+group's rows times its packed weight, with no windows. The choice is made in the program
+(`lax.platform_dependent`), like the convolutions' (`ops/_convolution.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from .._products import CPU_KERNELS
 
 #: Rows per window on CPU, at least and at most: XLA:CPU's matrix product runs faster on more
 #: rows (an 8-expert 1024x3584 layer over 2,048 rows: 315 ms in 64-row windows, 244 ms in
@@ -43,8 +47,11 @@ def grouped_rows(a, b, sizes, compute_dtype):
         return jnp.zeros((0, b.shape[2]), compute_dtype)
     if not jax.core.is_constant_dim(a.shape[0]):
         return general(a, b, sizes)  # a symbolic row count (jax.export) cannot size CPU windows
-    return lax.platform_dependent(a, b, sizes, cpu=lambda a, b, sizes: _by_windows(a, b, sizes, compute_dtype),
-                                  default=general)
+    kernel = CPU_KERNELS.get("grouped_product")
+    on_cpu = kernel and kernel(a, b, sizes, compute_dtype, general)
+    if on_cpu is None:
+        on_cpu = lambda a, b, sizes: _by_windows(a, b, sizes, compute_dtype)  # noqa: E731
+    return lax.platform_dependent(a, b, sizes, cpu=on_cpu, default=general)
 
 
 def _each_group(sizes, total_rows, rows, body, init):
