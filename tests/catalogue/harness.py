@@ -22,7 +22,7 @@ import inspect
 import math
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -270,16 +270,19 @@ def audio_candidates(config, generator, names: list[str]) -> list[dict]:
 # -- outputs -------------------------------------------------------------------------------------
 
 
-def tensors(out) -> dict[str, Any]:
+def tensors(out, windowed: set[str] | None = None) -> dict[str, Any]:
     """Every tensor of a model's output by its path (`logits`, `past_key_values.layers.0.keys`):
     ModelOutput fields and dicts by key, tuples and lists by index, a transformers cache (any
-    class of transformers' named *Cache*, and cache_utils' layers) by its attributes that hold tensors. jaxport hands a converted model's cache back as nested dicts and
-    lists of the same names (`{"layers": [{"keys": ..., "values": ...}]}`), and the eager frontend
-    the cache object itself, so the three sides name their tensors alike."""
+    class of transformers' named *Cache*, and cache_utils' layers) by its attributes that hold
+    tensors. jaxport hands a converted model's cache back as nested dicts and lists of the same
+    names (`{"layers": [{"keys": ..., "values": ...}]}`), and the eager frontend the cache object
+    itself, so the three sides name their tensors alike. The keys and values of sliding-window
+    layers go into `windowed` when given (see `compare`)."""
     import torch
 
     found: dict[str, Any] = {}
     seen: set[int] = set()
+    sliding: list[str] = []
 
     def walk(value, path: str) -> None:
         if isinstance(value, torch.Tensor) or type(value).__module__.startswith("jax"):
@@ -295,12 +298,17 @@ def tensors(out) -> dict[str, Any]:
             items = enumerate(value)
         elif _is_cache(value):
             items = vars(value).items()
+            if getattr(value, "is_sliding", False) is True:  # a layer; a cache's is_sliding is a list
+                sliding.append(prefix)
         else:
             return
         for key, item in items:
             walk(item, f"{prefix}{key}")
 
     walk(out, "")
+    if windowed is not None:
+        windowed.update(path for path in found for layer in sliding
+                        if path.startswith(layer) and path[len(layer):] in ("keys", "values"))
     return found
 
 
@@ -348,11 +356,16 @@ def compare_one(name: str, ref, got) -> dict:
     return {"status": "ok", "max_error": error}
 
 
-def compare(reference: dict[str, Any], got: dict[str, Any], main: str) -> dict:
+def compare(reference: dict[str, Any], got: dict[str, Any], main: str, windowed: Collection[str] = ()) -> dict:
     """Every output tensor against the reference's of the same path (see `tensors`), each to its
     own tolerance (`compare_one`). The result names the first that fails, in the reference's
     order; `max_error` is the largest scaled error over all of them, `compared` their count.
-    A main output below FLOOR in magnitude makes the result "degenerate": it tests nothing."""
+    A main output below FLOOR in magnitude makes the result "degenerate": it tests nothing.
+
+    `windowed` names the keys and values of sliding-window layers: PyTorch's dynamic layer keeps
+    the window's last tokens, while a converted program (transformers' exporter traces such a
+    layer as a full one, its mask applying the window) keeps every token, so those are compared
+    on their last slots, as many as PyTorch's; `windowed` in the result counts them."""
     result: dict[str, Any] = {"shape": list(np.shape(as_numpy(got[main]))) if main in got else None,
                               "compared": len(reference), "max_error": 0.0}
     missing = [name for name in reference if name not in got]
@@ -363,7 +376,13 @@ def compare(reference: dict[str, Any], got: dict[str, Any], main: str) -> dict:
         return {**result, "status": "mismatch", "error": f"outputs differ: {what}"}
     failure = None
     for name, ref in reference.items():
-        one = compare_one(name, ref, got[name])
+        ours = got[name]
+        if name in windowed:
+            kept, ours = np.shape(as_numpy(ref))[-2], as_numpy(ours)
+            if ours.ndim >= 2 and ours.shape[-2] > kept:
+                ours = ours[..., ours.shape[-2] - kept:, :]
+                result["windowed"] = result.get("windowed", 0) + 1
+        one = compare_one(name, ref, ours)
         result["max_error"] = max(result["max_error"], one.get("max_error", math.inf))
         failure = failure or (one if one["status"] != "ok" else None)
     if failure:
@@ -431,7 +450,8 @@ def build(task: str, model_type: str):
     if _calibrate_batch_norms(model, inputs):
         with torch.no_grad():
             reference = model(**inputs)
-    found = {name: value.detach().clone() for name, value in tensors(reference).items()}
+    windowed: set[str] = set()
+    found = {name: value.detach().clone() for name, value in tensors(reference, windowed).items()}
     if not found:
         raise TypeError(f"{type(reference).__name__} output has no tensor")
     main = next(iter(found))
@@ -441,6 +461,7 @@ def build(task: str, model_type: str):
         "output": main,
         "output_shape": list(found[main].shape),
         "outputs": len(found),
+        **({"windowed": sorted(windowed)} if windowed else {}),
     }
     return model, inputs, found, facts
 
@@ -556,7 +577,7 @@ def check(task: str, model_type: str, stages=STAGES,
 
     def do_convert():
         jm = jaxport.from_exported_program(state["ep"], name=type(state["model"]).__name__)
-        result = compare(state["reference"], tensors(jm(**state["inputs"])), row["output"])
+        result = compare(state["reference"], tensors(jm(**state["inputs"])), row["output"], row.get("windowed", ()))
         # Warm timings: jaxport's own part (from the exported program), and the whole of
         # `from_torch`, which runs torch.export first.
         start = time.perf_counter()
@@ -574,7 +595,7 @@ def check(task: str, model_type: str, stages=STAGES,
         with jaxport.eager(), torch.no_grad():
             module = state["eager"].to("jax")
             out = module(**{k: v.to("jax") for k, v in state["inputs"].items()})
-            return compare(state["reference"], tensors(out), row["output"])
+            return compare(state["reference"], tensors(out), row["output"], row.get("windowed", ()))
 
     def do_generate():
         return generate(state["generate"])

@@ -110,3 +110,38 @@ def test_a_static_cache_filled_through_private_fields_continues_as_transformers_
     torch.testing.assert_close(written, adapter.returned_cache(reference).layers[0].keys, rtol=1e-6, atol=1e-6)
     with pytest.raises(Exception, match="its static cache has 2 layers, but it cached 1"):
         adapter.static_cache(model.config, slots, states[:1], seen, torch.tensor(seen), decoding=False, name="llama")
+
+
+@pytest.mark.parametrize("counts", [(4, 1, 1), (2, 1, 3)], ids=str)
+def test_a_window_layer_keeps_its_window_and_continues_as_transformers_own(counts):
+    """A sliding-window layer of 3 tokens keeps 3 slots through a prompt longer than the window,
+    and one shorter, then further steps: each step's logits are those of one forward over every
+    token (the slot mask padded by the step's tokens, as `CausalLMStep` pads it)."""
+    config = transformers.AutoConfig.for_model("mistral", **_SMALL, sliding_window=3)
+    torch.manual_seed(2)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    with torch.no_grad():
+        reference = model(input_ids=ids).logits
+    slots = 8
+    with torch.no_grad():
+        probe = adapter.returned_cache(model(input_ids=ids[:, :2], use_cache=True))
+    assert [adapter.window_slots(layer, slots) for layer in probe.layers] == [3, 3]
+    assert adapter.window_slots(probe.layers[0], 2) == 2  # a window longer than max_length: every slot
+    states = [{"keys": torch.zeros(1, 2, 3, 8), "values": torch.zeros(1, 2, 3, 8)} for _ in probe.layers]
+    mask = torch.zeros(1, slots, dtype=torch.long)
+    seen = 0
+    for count in counts:
+        cache = adapter.static_cache(model.config, slots, states, seen, torch.tensor(seen), decoding=False,
+                                     name="mistral")
+        mask[:, seen:seen + count] = 1
+        with torch.no_grad():
+            out = model(input_ids=ids[:, seen:seen + count], attention_mask=torch.nn.functional.pad(mask, (0, count)),
+                        position_ids=torch.arange(seen, seen + count)[None], use_cache=True, **{CACHE: cache})
+        torch.testing.assert_close(out.logits, reference[:, seen:seen + count], rtol=1e-5, atol=1e-5)
+        states = [{name: adapter.layer_state(layer, name) for name in ("keys", "values")} for layer in cache.layers]
+        assert [state["keys"].shape[2] for state in states] == [3, 3]
+        seen += count
+    with pytest.raises(Exception, match="window of 3 tokens, but its cache holds 8"):
+        adapter.static_cache(model.config, slots, [{"keys": torch.zeros(1, 2, 8, 8), "values": torch.zeros(1, 2, 8, 8)}] * 2,
+                             0, torch.tensor(0), decoding=False, name="mistral")

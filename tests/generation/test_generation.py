@@ -131,11 +131,13 @@ def test_prefill_cache_and_decode_logits_match_pytorch(model_type):
     real = mask.bool().numpy()
     np.testing.assert_allclose(np.asarray(logits)[real], out.logits.numpy()[real], rtol=1e-5, atol=1e-5)
     for layer, torch_layer in zip(cache["layers"], out.past_key_values.layers):
+        slots = layer["keys"].shape[2]  # a sliding layer's: its window, the newest token last
+        last = 7 if slots == 16 else slots
         for ours, theirs in ((layer["keys"], torch_layer.keys), (layer["values"], torch_layer.values)):
-            kept = theirs.shape[2]  # a sliding layer's dynamic cache keeps only its window's last tokens
-            ours, theirs = np.moveaxis(np.asarray(ours)[:, :, 7 - kept:7], 2, 1), np.moveaxis(theirs.numpy(), 2, 1)
+            kept = theirs.shape[2]  # a sliding layer's dynamic cache keeps its window's last tokens but one
+            ours, theirs = np.moveaxis(np.asarray(ours)[:, :, last - kept:last], 2, 1), np.moveaxis(theirs.numpy(), 2, 1)
             np.testing.assert_allclose(ours[real[:, 7 - kept:]], theirs[real[:, 7 - kept:]], rtol=1e-5, atol=1e-6)
-        assert not np.asarray(layer["keys"])[:, :, 7:].any()  # slots past the prompt stay empty
+        assert not np.asarray(layer["keys"])[:, :, last:].any()  # slots past the prompt stay empty
     assert int(cache["length"]) == 7
 
     token = out.logits[:, -1].argmax(-1, keepdim=True)
@@ -145,6 +147,36 @@ def test_prefill_cache_and_decode_logits_match_pytorch(model_type):
                      position_ids=positions[:, -1:] + 1, past_key_values=out.past_key_values, use_cache=True)
     np.testing.assert_allclose(np.asarray(step_logits), step.logits.numpy(), rtol=1e-5, atol=1e-5)
     assert int(cache["length"]) == 8
+
+
+#: Sliding-window layers of 4 tokens: every layer (Mistral), alternating with full ones (Gemma 2),
+#: in a pattern (Gemma 3), and from `max_window_layers` on (Qwen2).
+WINDOWED = {
+    "mistral": {},
+    "gemma2": {},
+    "gemma3_text": {},
+    "qwen2": dict(use_sliding_window=True, sliding_window=4, max_window_layers=1),
+}
+
+
+@pytest.mark.parametrize("model_type", list(WINDOWED))
+def test_sliding_window_layers_keep_their_window(model_type):
+    """A sliding-window layer's cache holds its window (4 slots), not max_length: memory
+    O(window); greedy tokens equal transformers' 32 tokens past prompts that already fill the
+    window, and the last prefill plus decode steps see the window's tokens in order."""
+    extra = {**CONFIGS.get(model_type, {}), **WINDOWED[model_type]}
+    config = transformers.AutoConfig.for_model(model_type, **{**SMALL, **extra})
+    torch.manual_seed(3)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    ids, mask = prompts()
+    max_length = ids.shape[1] + NEW_TOKENS
+    lm = jaxport.from_causal_lm(model, max_length=max_length, max_batch=4)
+    sliding = transformers.DynamicCache(config=model.config).is_sliding
+    assert any(sliding)
+    assert [layer["keys"].shape[2] for layer in lm.init_cache(3)["layers"]] == [
+        4 if windowed else max_length for windowed in sliding]
+    got = np.asarray(lm.generate(ids, mask, max_new_tokens=NEW_TOKENS, pad_token_id=0))
+    np.testing.assert_array_equal(got, hf_generate(model, ids, mask, do_sample=False, max_new_tokens=NEW_TOKENS))
 
 
 def test_prefill_and_decode_donate_the_cache():

@@ -350,6 +350,27 @@ def test_grouped_product_kernel_derivatives_nan_and_where_it_stays_out():
     assert not has_kernel(jax.jit(portable), rows)
 
 
+def test_frozen_mixture_of_experts_multiplies_on_the_grouped_kernel():
+    """A frozen Mixtral's experts run on the grouped kernel (one call per expert layer's product)
+    and match PyTorch; called with its parameters as arguments, it does not."""
+    import transformers
+
+    config = transformers.MixtralConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                        num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                                        num_experts_per_tok=2, vocab_size=100, use_cache=False)
+    torch.manual_seed(4)
+    module = transformers.MixtralModel(config).eval()
+    ids = torch.randint(0, 100, (2, 9), generator=torch.Generator().manual_seed(4))
+    model = jaxport.from_torch(module, kwargs={"input_ids": ids})
+    inputs = [to_jax(ids)]
+    frozen_text = jax.jit(functools.partial(model._run, dict(model.params))).lower(inputs, None).as_text()
+    called_text = jax.jit(model._run).lower(model.params, inputs, None).as_text()
+    assert frozen_text.count(_native.GROUPED_MATMUL_TARGET) >= 2 and _native.GROUPED_MATMUL_TARGET not in called_text
+    with torch.no_grad():
+        expected = module(input_ids=ids).last_hidden_state.numpy()
+    assert_close(model.frozen()(input_ids=ids)["last_hidden_state"], expected, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("stride, padding, dilation", [(2, 0, 1), (1, 1, 2), (5, 3, 1)], ids=str)
 def test_frozen_1d_convolutions_multiply_on_the_kernel(stride, padding, dilation):
     """A frozen plain 1-D convolution (wav2vec2's and Whisper's feature layers) runs as its tap

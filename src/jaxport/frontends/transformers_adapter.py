@@ -17,7 +17,9 @@ What lives here:
 - the static cache a step of `CausalLMStep` runs on: transformers' static layers, given the
   tensors of jaxport's cache through their private fields (`seen`, `cumulative_length`,
   `is_initialized`, the indexer's and recurrent layers' twins, `has_previous_state`), and
-  subclassed where transformers' code branches on a length torch.export cannot bound.
+  subclassed where transformers' code branches on a length torch.export cannot bound; its
+  sliding-window layers keep their window only (`window_slots`, a `WindowLayer` of
+  `get_mask_sizes` with an offset).
 
 transformers is imported inside the functions: it is an optional dependency (`jaxport[hf]`).
 """
@@ -177,6 +179,11 @@ def static_cache(text_config: Any, max_length: int, states: list[dict], seen: An
                 base = LinearAttentionAndStaticFullAttentionLayer
                 layer = _recurrent_layer_class(_step_layer_class(base))(
                     max_length, number_of_states=_state_count(recurrent))
+            elif (window := _window(cache.layers[i], max_length)) is not None:
+                if state["keys"].shape[2] != window:
+                    raise InputError(f"{name}: layer {i} attends to a window of {window} tokens, but its cache "
+                                     f"holds {state['keys'].shape[2]}")
+                layer = _window_layer_class()(window)
             else:
                 base = StaticIndexedLayer if "indexer_keys" in state else StaticLayer
                 layer = _step_layer_class(base)(max_length)
@@ -185,6 +192,22 @@ def static_cache(text_config: Any, max_length: int, states: list[dict], seen: An
         if recurrent:
             _fill_recurrent(layer, recurrent, previous=decoding)
     return cache
+
+
+def _window(layer: Any, max_length: int) -> int | None:
+    """The window of transformers' static sliding-window (or chunked) layer `layer`, where it is
+    shorter than `max_length`: the slots that layer keeps (None for any other layer)."""
+    if type(layer).__name__ != "StaticSlidingWindowLayer" or layer.max_cache_len >= max_length:
+        return None
+    return layer.max_cache_len
+
+
+def window_slots(layer: Any, max_length: int) -> int:
+    """How many slots a step's cache gives a layer of transformers' dynamic cache: a
+    sliding-window (or chunked) layer its window, up to `max_length`; any other `max_length`."""
+    if type(layer).__name__ != "DynamicSlidingWindowLayer":
+        return max_length
+    return min(int(layer.sliding_window), max_length)
 
 
 def _state_count(recurrent: dict) -> int:
@@ -246,6 +269,43 @@ def _step_layer_class(base: type) -> type:
 
     StepLayer.__name__ = StepLayer.__qualname__ = f"Step{base.__name__}"
     return StepLayer
+
+
+@functools.cache
+def _window_layer_class() -> type:
+    from transformers.cache_utils import StaticLayer
+
+    class WindowLayer(StaticLayer):
+        """A sliding-window layer that keeps its window's last `max_cache_len` tokens, in order,
+        the newest last: slot j holds token `seen - window + j` (empty while that is negative).
+        transformers' `StaticSlidingWindowLayer` keeps the same tokens but branches on a Python
+        count of them; here every step runs the same code. A step attends to the window's slots
+        followed by its own T tokens, which are the tokens `seen - window .. seen + T - 1` in
+        order; while fewer than `window` came before, the empty slots are rotated to the end, so
+        that token i sits at key i and the empty ones come after every query, where the causal
+        mask hides them (`get_mask_sizes` then gives offset 0)."""
+
+        is_sliding = True
+        seen: Any = 0
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            window, count = self.max_cache_len, key_states.shape[-2]
+            keys = torch.cat([self.keys, key_states.to(self.keys.dtype)], dim=-2)
+            values = torch.cat([self.values, value_states.to(self.values.dtype)], dim=-2)
+            self.keys, self.values = keys[:, :, -window:], values[:, :, -window:]
+            empty = (window - self.cumulative_length).clamp(min=0)
+            order = (torch.arange(window + count, device=keys.device) + empty) % (window + count)
+            self.cumulative_length = self.cumulative_length + count
+            self.seen = self.seen + count
+            return keys.index_select(2, order), values.index_select(2, order)
+
+        def get_seq_length(self):
+            return self.seen
+
+        def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+            return self.max_cache_len + query_length, torch.sym_max(0, self.seen - self.max_cache_len)
+
+    return WindowLayer
 
 
 @functools.cache

@@ -63,9 +63,10 @@ class CausalLMStep(torch.nn.Module):
     slot holds a token, 0 for padding), so full, sliding-window and hybrid models need nothing of
     their own. The cache is built anew in every call around the tensors passed in, and written
     into copies of them: `torch.export` then sees plain inputs and outputs, no buffers or
-    constants mutated. Sliding-window layers keep all L slots, masked to their window:
-    transformers' rolling `StaticSlidingWindowLayer` branches on a Python int and so cannot be
-    exported as one step.
+    constants mutated. A sliding-window layer whose window is shorter than L keeps only the
+    window's last tokens (`adapter.window_slots`; memory O(window)), in order, as transformers'
+    `StaticSlidingWindowLayer` does, but without its branches on a Python count of tokens, which
+    would fix the count in the exported program.
 
     A model with recurrent layers (`recurrent`), or one whose code branches on whether the cache
     holds tokens, needs two of these (`split`): `split=True` runs a prompt from an empty cache
@@ -91,6 +92,8 @@ class CausalLMStep(torch.nn.Module):
         #: Whether this is one of two programs, for a prompt into an empty cache or one token after.
         self.split = split or decoding or self.recurrent
         self._attends = any("keys" in layer for layer in self.layer_states)
+        #: Whether some layer keeps only its window's last tokens, fewer than `max_length`.
+        self.windowed = any("keys" in layer and layer["keys"][0][1] < max_length for layer in self.layer_states)
         forward = inspect.signature(model.forward).parameters
         self._cache_argument = adapter.cache_argument(model)
         self._takes_positions = "position_ids" in forward
@@ -130,6 +133,10 @@ class CausalLMStep(torch.nn.Module):
             attention_mask = attention_mask[:, : input_ids.shape[1]]
         elif self.recurrent and not self._attends:
             attention_mask = None  # as Mamba's generate decodes: one new token is never padding
+        elif self.windowed:
+            # A window's keys are its slots then the T new tokens (`adapter.window_slots`): up to
+            # T past the last slot's token, which transformers' mask code reads the slot mask at.
+            attention_mask = torch.nn.functional.pad(attention_mask, (0, input_ids.shape[1]))
         kwargs = {"position_ids": position_ids} if self._takes_positions else {}
         if self._cross_attention:
             from transformers.cache_utils import DynamicCache, EncoderDecoderCache
@@ -206,7 +213,7 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[s
             if not isinstance(tensor, torch.Tensor) or tensor.ndim <= slot_axis or tensor.shape[slot_axis] != 2:
                 raise InputError(f"{name}: layer {i} ({kind}) cached no {state} of two tokens")
             shape = list(tensor.shape[1:])
-            shape[slot_axis - 1] = max_length
+            shape[slot_axis - 1] = adapter.window_slots(layer, max_length)
             states[state] = (tuple(shape), tensor.dtype)
         for attribute, prefix in adapter.RECURRENT_PREFIXES.items():
             for index, tensor in (getattr(layer, attribute, None) or {}).items():
