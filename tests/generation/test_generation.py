@@ -545,6 +545,18 @@ def test_models_without_a_cache_keep_their_tokens_and_refuse_inputs_of_their_own
         jaxport.from_causal_lm(xlm, max_length=10)
 
 
+def test_a_cache_with_states_outside_its_layers_is_refused_by_name():
+    """MiniMax's cache keeps its linear-attention layers' states in a list of its own, beside
+    its layers: refused by name, not left to fail inside torch.export."""
+    config = transformers.AutoConfig.for_model("minimax", **SMALL, head_dim=8, num_local_experts=2,
+                                               num_experts_per_tok=1, layer_types=["full_attention", "linear_attention"])
+    torch.manual_seed(14)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    with pytest.raises(jaxport.InputError, match=r"MiniMaxForCausalLM: its cache \(MiniMaxCache\) keeps states "
+                       r"outside its layers \(linear_cache\)"):
+        jaxport.from_causal_lm(model, max_length=10)
+
+
 def test_layers_the_text_never_fills_cache_nothing():
     """Mllama's cross-attention layer, without an image, never fills its cache: the step carries
     nothing for it, and text-only generation matches transformers'."""

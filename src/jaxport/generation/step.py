@@ -194,6 +194,10 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[s
         kept = f"a cache of its own ({own})" if cache is None and own else type(cache).__name__
         raise InputError(f"{name}: jaxport.from_causal_lm needs a model that returns a key/value cache "
                          f"(DynamicCache) or none; it returned {kept}")
+    outside = sorted(field for field, value in vars(cache).items() if field != "layers" and _holds_tensors(value))
+    if outside:
+        raise InputError(f"{name}: its cache ({type(cache).__name__}) keeps states outside its layers "
+                         f"({', '.join(outside)}), which from_causal_lm does not carry")
     layers = []
     for i, layer in enumerate(cache.layers):
         kind = type(layer).__name__
@@ -225,6 +229,15 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[s
     if not any(layers):
         raise InputError(f"{name}: no layer of it caches keys, values or recurrent states")
     return layers, cross_attention
+
+
+def _holds_tensors(value: Any) -> bool:
+    """Whether `value` is a tensor or a list, tuple or dict holding one (at any depth)."""
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, dict):
+        value = list(value.values())
+    return isinstance(value, (list, tuple)) and any(_holds_tensors(item) for item in value)
 
 
 #: Output fields of models that keep a cache of their own kind (XLNet's `mems`, Reformer's
