@@ -14,20 +14,22 @@ from tests.catalogue import harness
 
 #: One model per kind of output and cache; the sweep (`make catalogue`) runs every one. BART's cache
 #: round trip and ViT run in other tests (tests/frontends/torch_export/test_hf_cache.py, the zoo's).
-#: `make test` runs the first three (a decoder with its cache, a classifier); the rest, 30 to 60 s
+#: `make test` runs the first four (decoders with their caches, a classifier); the rest, 30 to 60 s
 #: each, are `slow` (`make test-slow`): tests/ops/aten/test_moe.py runs the experts' models in
 #: `make test`, tests/frontends/torch_export/test_hf_cache.py an encoder-decoder's cache.
 REPRESENTATIVE = [
     ("causal-lm", "llama"),  # use_cache on: the output carries a DynamicCache
     ("causal-lm", "gpt2"),
     ("sequence-classification", "bert"),
+    # sliding-window layers whose cache keeps its window, under a decoder mask that ignores it
+    ("causal-lm", "moshi"),
     ("causal-lm", "mixtral"),  # mixture of experts
     ("causal-lm", "qwen2_moe"),  # experts plus a shared expert
     ("seq2seq-lm", "t5"),
     ("speech-seq2seq", "whisper"),
     ("audio-classification", "wav2vec2"),
 ]
-CASES = [pytest.param(task, model, id=f"{task}-{model}", marks=[pytest.mark.slow] if i >= 3 else [])
+CASES = [pytest.param(task, model, id=f"{task}-{model}", marks=[pytest.mark.slow] if i >= 4 else [])
          for i, (task, model) in enumerate(REPRESENTATIVE)]
 
 

@@ -114,7 +114,7 @@ def test_a_static_cache_filled_through_private_fields_continues_as_transformers_
 
 @pytest.mark.parametrize("counts", [(4, 1, 1), (2, 1, 3)], ids=str)
 def test_a_window_layer_keeps_its_window_and_continues_as_transformers_own(counts):
-    """A sliding-window layer of 3 tokens keeps 3 slots through a prompt longer than the window,
+    """A sliding-window layer of 3 tokens keeps 2 slots through a prompt longer than the window,
     and one shorter, then further steps: each step's logits are those of one forward over every
     token (the slot mask padded by the step's tokens, as `CausalLMStep` pads it)."""
     config = transformers.AutoConfig.for_model("mistral", **_SMALL, sliding_window=3)
@@ -126,9 +126,9 @@ def test_a_window_layer_keeps_its_window_and_continues_as_transformers_own(count
     slots = 8
     with torch.no_grad():
         probe = adapter.returned_cache(model(input_ids=ids[:, :2], use_cache=True))
-    assert [adapter.window_slots(layer, slots) for layer in probe.layers] == [3, 3]
-    assert adapter.window_slots(probe.layers[0], 2) == 2  # a window longer than max_length: every slot
-    states = [{"keys": torch.zeros(1, 2, 3, 8), "values": torch.zeros(1, 2, 3, 8)} for _ in probe.layers]
+    assert [adapter.window_slots(layer, slots) for layer in probe.layers] == [2, 2]
+    assert adapter.window_slots(probe.layers[0], 3) == 3  # a window as long as max_length: every slot
+    states = [{"keys": torch.zeros(1, 2, 2, 8), "values": torch.zeros(1, 2, 2, 8)} for _ in probe.layers]
     mask = torch.zeros(1, slots, dtype=torch.long)
     seen = 0
     for count in counts:
@@ -140,8 +140,8 @@ def test_a_window_layer_keeps_its_window_and_continues_as_transformers_own(count
                         position_ids=torch.arange(seen, seen + count)[None], use_cache=True, **{CACHE: cache})
         torch.testing.assert_close(out.logits, reference[:, seen:seen + count], rtol=1e-5, atol=1e-5)
         states = [{name: adapter.layer_state(layer, name) for name in ("keys", "values")} for layer in cache.layers]
-        assert [state["keys"].shape[2] for state in states] == [3, 3]
+        assert [state["keys"].shape[2] for state in states] == [2, 2]
         seen += count
-    with pytest.raises(Exception, match="window of 3 tokens, but its cache holds 8"):
+    with pytest.raises(Exception, match="window of 3 tokens, which keeps 2 slots, but its cache holds 8"):
         adapter.static_cache(model.config, slots, [{"keys": torch.zeros(1, 2, 8, 8), "values": torch.zeros(1, 2, 8, 8)}] * 2,
                              0, torch.tensor(0), decoding=False, name="mistral")

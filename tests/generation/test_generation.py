@@ -131,7 +131,7 @@ def test_prefill_cache_and_decode_logits_match_pytorch(model_type):
     real = mask.bool().numpy()
     np.testing.assert_allclose(np.asarray(logits)[real], out.logits.numpy()[real], rtol=1e-5, atol=1e-5)
     for layer, torch_layer in zip(cache["layers"], out.past_key_values.layers):
-        slots = layer["keys"].shape[2]  # a sliding layer's: its window, the newest token last
+        slots = layer["keys"].shape[2]  # a sliding layer's: its window's but one, the newest token last
         last = 7 if slots == 16 else slots
         for ours, theirs in ((layer["keys"], torch_layer.keys), (layer["values"], torch_layer.values)):
             kept = theirs.shape[2]  # a sliding layer's dynamic cache keeps its window's last tokens but one
@@ -149,7 +149,7 @@ def test_prefill_cache_and_decode_logits_match_pytorch(model_type):
     assert int(cache["length"]) == 8
 
 
-#: Sliding-window layers of 4 tokens: every layer (Mistral), alternating with full ones (Gemma 2),
+#: Sliding-window layers of 4 tokens (3 slots): every layer (Mistral), alternating with full ones (Gemma 2),
 #: in a pattern (Gemma 3), and from `max_window_layers` on (Qwen2).
 WINDOWED = {
     "mistral": {},
@@ -161,9 +161,9 @@ WINDOWED = {
 
 @pytest.mark.parametrize("model_type", list(WINDOWED))
 def test_sliding_window_layers_keep_their_window(model_type):
-    """A sliding-window layer's cache holds its window (4 slots), not max_length: memory
-    O(window); greedy tokens equal transformers' 32 tokens past prompts that already fill the
-    window, and the last prefill plus decode steps see the window's tokens in order."""
+    """A sliding-window layer's cache holds its window's earlier tokens (3 slots for a window of
+    4), not max_length: memory O(window); greedy tokens equal transformers' 32 tokens past
+    prompts that already fill the window."""
     extra = {**CONFIGS.get(model_type, {}), **WINDOWED[model_type]}
     config = transformers.AutoConfig.for_model(model_type, **{**SMALL, **extra})
     torch.manual_seed(3)
@@ -174,7 +174,7 @@ def test_sliding_window_layers_keep_their_window(model_type):
     sliding = transformers.DynamicCache(config=model.config).is_sliding
     assert any(sliding)
     assert [layer["keys"].shape[2] for layer in lm.init_cache(3)["layers"]] == [
-        4 if windowed else max_length for windowed in sliding]
+        3 if windowed else max_length for windowed in sliding]
     got = np.asarray(lm.generate(ids, mask, max_new_tokens=NEW_TOKENS, pad_token_id=0))
     np.testing.assert_array_equal(got, hf_generate(model, ids, mask, do_sample=False, max_new_tokens=NEW_TOKENS))
 

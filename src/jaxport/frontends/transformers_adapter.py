@@ -18,8 +18,8 @@ What lives here:
   tensors of jaxport's cache through their private fields (`seen`, `cumulative_length`,
   `is_initialized`, the indexer's and recurrent layers' twins, `has_previous_state`), and
   subclassed where transformers' code branches on a length torch.export cannot bound; its
-  sliding-window layers keep their window only (`window_slots`, a `WindowLayer` of
-  `get_mask_sizes` with an offset).
+  sliding-window layers keep their window only (`window_slots`, a `WindowLayer` whose
+  `get_mask_sizes` gives an offset).
 
 transformers is imported inside the functions: it is an optional dependency (`jaxport[hf]`).
 """
@@ -179,11 +179,11 @@ def static_cache(text_config: Any, max_length: int, states: list[dict], seen: An
                 base = LinearAttentionAndStaticFullAttentionLayer
                 layer = _recurrent_layer_class(_step_layer_class(base))(
                     max_length, number_of_states=_state_count(recurrent))
-            elif (window := _window(cache.layers[i], max_length)) is not None:
-                if state["keys"].shape[2] != window:
-                    raise InputError(f"{name}: layer {i} attends to a window of {window} tokens, but its cache "
-                                     f"holds {state['keys'].shape[2]}")
-                layer = _window_layer_class()(window)
+            elif (slots := _window_slots(cache.layers[i], max_length)) is not None:
+                if state["keys"].shape[2] != slots:
+                    raise InputError(f"{name}: layer {i} attends to a window of {slots + 1} tokens, which keeps "
+                                     f"{slots} slots, but its cache holds {state['keys'].shape[2]}")
+                layer = _window_layer_class()(slots)
             else:
                 base = StaticIndexedLayer if "indexer_keys" in state else StaticLayer
                 layer = _step_layer_class(base)(max_length)
@@ -194,20 +194,24 @@ def static_cache(text_config: Any, max_length: int, states: list[dict], seen: An
     return cache
 
 
-def _window(layer: Any, max_length: int) -> int | None:
-    """The window of transformers' static sliding-window (or chunked) layer `layer`, where it is
-    shorter than `max_length`: the slots that layer keeps (None for any other layer)."""
+def _window_slots(layer: Any, max_length: int) -> int | None:
+    """The slots a step keeps for transformers' static sliding-window (or chunked) layer
+    `layer`, where its window is shorter than `max_length` (see `window_slots`); None for any
+    other layer."""
     if type(layer).__name__ != "StaticSlidingWindowLayer" or layer.max_cache_len >= max_length:
         return None
-    return layer.max_cache_len
+    return layer.max_cache_len - 1
 
 
 def window_slots(layer: Any, max_length: int) -> int:
     """How many slots a step's cache gives a layer of transformers' dynamic cache: a
-    sliding-window (or chunked) layer its window, up to `max_length`; any other `max_length`."""
-    if type(layer).__name__ != "DynamicSlidingWindowLayer":
+    sliding-window (or chunked) layer of a window W shorter than `max_length` W - 1, the
+    earlier tokens a query attends to besides itself, as transformers' dynamic layer keeps
+    (and as the generate it is compared with attends to, even where a model's own mask ignores
+    the window: Moshi's); any other layer `max_length`."""
+    if type(layer).__name__ != "DynamicSlidingWindowLayer" or int(layer.sliding_window) >= max_length:
         return max_length
-    return min(int(layer.sliding_window), max_length)
+    return int(layer.sliding_window) - 1
 
 
 def _state_count(recurrent: dict) -> int:
@@ -276,25 +280,26 @@ def _window_layer_class() -> type:
     from transformers.cache_utils import StaticLayer
 
     class WindowLayer(StaticLayer):
-        """A sliding-window layer that keeps its window's last `max_cache_len` tokens, in order,
-        the newest last: slot j holds token `seen - window + j` (empty while that is negative).
-        transformers' `StaticSlidingWindowLayer` keeps the same tokens but branches on a Python
-        count of them; here every step runs the same code. A step attends to the window's slots
-        followed by its own T tokens, which are the tokens `seen - window .. seen + T - 1` in
-        order; while fewer than `window` came before, the empty slots are rotated to the end, so
-        that token i sits at key i and the empty ones come after every query, where the causal
-        mask hides them (`get_mask_sizes` then gives offset 0)."""
+        """A sliding-window layer that keeps the last `max_cache_len` tokens (its window's but
+        one, `window_slots`), in order, the newest last: slot j holds token `seen - slots + j`
+        (empty while that is negative). transformers' `StaticSlidingWindowLayer` keeps such a
+        buffer but branches on a Python count of tokens; here every step runs the same code. A
+        step attends to the slots followed by its own T tokens, which are the tokens
+        `seen - slots .. seen + T - 1` in order; while fewer than `slots` came before, the empty
+        slots are rotated to the end, so that token i sits at key i and the empty ones come
+        after every query, where the causal mask hides them (`get_mask_sizes` then gives
+        offset 0)."""
 
         is_sliding = True
         seen: Any = 0
 
         def update(self, key_states, value_states, *args, **kwargs):
-            window, count = self.max_cache_len, key_states.shape[-2]
+            slots, count = self.max_cache_len, key_states.shape[-2]
             keys = torch.cat([self.keys, key_states.to(self.keys.dtype)], dim=-2)
             values = torch.cat([self.values, value_states.to(self.values.dtype)], dim=-2)
-            self.keys, self.values = keys[:, :, -window:], values[:, :, -window:]
-            empty = (window - self.cumulative_length).clamp(min=0)
-            order = (torch.arange(window + count, device=keys.device) + empty) % (window + count)
+            self.keys, self.values = keys[:, :, -slots:], values[:, :, -slots:]
+            empty = (slots - self.cumulative_length).clamp(min=0)
+            order = (torch.arange(slots + count, device=keys.device) + empty) % (slots + count)
             self.cumulative_length = self.cumulative_length + count
             self.seen = self.seen + count
             return keys.index_select(2, order), values.index_select(2, order)

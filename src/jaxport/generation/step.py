@@ -64,9 +64,9 @@ class CausalLMStep(torch.nn.Module):
     their own. The cache is built anew in every call around the tensors passed in, and written
     into copies of them: `torch.export` then sees plain inputs and outputs, no buffers or
     constants mutated. A sliding-window layer whose window is shorter than L keeps only the
-    window's last tokens (`adapter.window_slots`; memory O(window)), in order, as transformers'
-    `StaticSlidingWindowLayer` does, but without its branches on a Python count of tokens, which
-    would fix the count in the exported program.
+    tokens its next query attends to besides itself (`adapter.window_slots`; memory O(window)),
+    in order, as transformers' dynamic sliding layer does, and without the branches on a Python
+    count of tokens of its static one, which would fix the count in the exported program.
 
     A model with recurrent layers (`recurrent`), or one whose code branches on whether the cache
     holds tokens, needs two of these (`split`): `split=True` runs a prompt from an empty cache
@@ -92,7 +92,7 @@ class CausalLMStep(torch.nn.Module):
         #: Whether this is one of two programs, for a prompt into an empty cache or one token after.
         self.split = split or decoding or self.recurrent
         self._attends = any("keys" in layer for layer in self.layer_states)
-        #: Whether some layer keeps only its window's last tokens, fewer than `max_length`.
+        #: Whether some layer keeps only its window's tokens, fewer than `max_length` slots.
         self.windowed = any("keys" in layer and layer["keys"][0][1] < max_length for layer in self.layer_states)
         forward = inspect.signature(model.forward).parameters
         self._cache_argument = adapter.cache_argument(model)
