@@ -196,11 +196,12 @@ def static_cache(text_config: Any, max_length: int, states: list[dict], seen: An
 
 def _window_slots(layer: Any, max_length: int) -> int | None:
     """The slots a step keeps for transformers' static sliding-window (or chunked) layer
-    `layer`, where its window is shorter than `max_length` (see `window_slots`); None for any
-    other layer."""
-    if type(layer).__name__ != "StaticSlidingWindowLayer" or layer.max_cache_len >= max_length:
+    `layer`, whose `max_cache_len` is its window up to `max_length`, where the window is shorter
+    (see `window_slots`); None for any other layer."""
+    if type(layer).__name__ != "StaticSlidingWindowLayer":
         return None
-    return layer.max_cache_len - 1
+    slots = _slots(layer.max_cache_len, max_length)
+    return None if slots == max_length else slots
 
 
 def window_slots(layer: Any, max_length: int) -> int:
@@ -209,9 +210,14 @@ def window_slots(layer: Any, max_length: int) -> int:
     earlier tokens a query attends to besides itself, as transformers' dynamic layer keeps
     (and as the generate it is compared with attends to, even where a model's own mask ignores
     the window: Moshi's); any other layer `max_length`."""
-    if type(layer).__name__ != "DynamicSlidingWindowLayer" or int(layer.sliding_window) >= max_length:
+    if type(layer).__name__ != "DynamicSlidingWindowLayer":
         return max_length
-    return int(layer.sliding_window) - 1
+    return _slots(int(layer.sliding_window), max_length)
+
+
+def _slots(window: int, max_length: int) -> int:
+    """A window's slots: W - 1 for a window shorter than `max_length`, else every slot."""
+    return window - 1 if window < max_length else max_length
 
 
 def _state_count(recurrent: dict) -> int:

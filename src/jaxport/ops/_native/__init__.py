@@ -149,6 +149,16 @@ MIN_PRODUCT_SIDE = 64
 SLIVER = 16  # output columns per sliver of a packed weight (matmul.cc's kNr)
 
 
+def _takes_constant_weight(rows, weight, weight_ndim: int, compute_dtype) -> bool:
+    """Whether the product kernels apply: traced float32 rows [m, k] times a float32 weight of
+    `weight_ndim` dims that is a constant of the program being traced (concrete), its matrices'
+    sides `MIN_PRODUCT_SIDE` or more, outside `portable()`, the kernels loaded."""
+    return (not _portable.get() and isinstance(rows, jax.core.Tracer) and not isinstance(weight, jax.core.Tracer)
+            and rows.dtype == np.float32 and weight.dtype == np.float32 and compute_dtype == np.float32
+            and rows.ndim == 2 and weight.ndim == weight_ndim and min(weight.shape[-2:]) >= MIN_PRODUCT_SIDE
+            and loaded())
+
+
 def product(rows, weight, contracting, compute_dtype, portable_formulation):
     """The kernel's formulation of rows [m, k] times a constant weight contracted over its
     dimension `contracting` ([n, k] with 1, [k, n] with 0), or None where it does not apply:
@@ -156,9 +166,7 @@ def product(rows, weight, contracting, compute_dtype, portable_formulation):
     is traced), both float32 matrices, the weight's sides `MIN_PRODUCT_SIDE` or more. The weight
     is packed for the kernel here, once per trace, as the program's constant. Derivatives come
     from `portable_formulation` (the product is linear in `rows`; the constant has none)."""
-    if (_portable.get() or not isinstance(rows, jax.core.Tracer) or isinstance(weight, jax.core.Tracer)
-            or rows.dtype != np.float32 or weight.dtype != np.float32 or compute_dtype != np.float32
-            or rows.ndim != 2 or weight.ndim != 2 or min(weight.shape) < MIN_PRODUCT_SIDE or not loaded()):
+    if not _takes_constant_weight(rows, weight, 2, compute_dtype):
         return None
     with jax.ensure_compile_time_eval():
         packed = _slivers(weight if contracting == 1 else weight.T)
@@ -182,9 +190,7 @@ def grouped_product(rows, weights, sizes, compute_dtype, portable_formulation):
     constant weight `weights[g]` [k, n]; rows past the last group are zeros. Conditions and
     derivatives as for `product` (`portable_formulation(rows, weights, sizes)`); each group's
     weight is packed once per trace."""
-    if (_portable.get() or not isinstance(rows, jax.core.Tracer) or isinstance(weights, jax.core.Tracer)
-            or rows.dtype != np.float32 or weights.dtype != np.float32 or compute_dtype != np.float32
-            or rows.ndim != 2 or weights.ndim != 3 or min(weights.shape[1:]) < MIN_PRODUCT_SIDE or not loaded()):
+    if not _takes_constant_weight(rows, weights, 3, compute_dtype):
         return None
     with jax.ensure_compile_time_eval():
         packed = jax.vmap(_slivers)(jax.numpy.swapaxes(weights, 1, 2))

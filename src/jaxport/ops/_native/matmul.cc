@@ -54,12 +54,18 @@ struct Operands {
   int64_t m, n, k;
 };
 
-// All of x as the tiles read it: for each block of kKc depths (from p0, `padded_m` rows each,
-// at packed + p0 * padded_m), slivers of kMr rows, each kc steps of kMr floats; rows past m
+// Slivers of 16 columns that hold n columns.
+int64_t Slivers(int64_t n) { return (n + kNr - 1) / kNr; }
+
+// Rows m rounded up to whole slivers of kMr rows: the rows PackX lays out.
+int64_t PaddedRows(int64_t m) { return (m + kMr - 1) / kMr * kMr; }
+
+// All of x as the tiles read it: for each block of kKc depths (from p0, PaddedRows(m) rows each,
+// at packed + p0 * PaddedRows(m)), slivers of kMr rows, each kc steps of kMr floats; rows past m
 // are zeros.
-void PackX(const Operands& o, int64_t padded_m, float* packed) {
+void PackX(const Operands& o, float* packed) {
   for (int64_t p0 = 0; p0 < o.k; p0 += kKc) {
-    jaxport::PackRows(o.x + p0, o.k, o.m, std::min(kKc, o.k - p0), packed + p0 * padded_m);
+    jaxport::PackRows(o.x + p0, o.k, o.m, std::min(kKc, o.k - p0), packed + p0 * PaddedRows(o.m));
   }
 }
 
@@ -74,9 +80,10 @@ void PackX(const Operands& o, int64_t padded_m, float* packed) {
 // [128, 768] x [768, 50257] head from 53 to 64; past it (k = 11008 at 256 rows: 11 MB of
 // packed rows) rereading them per sliver fell from 65 to 48, so larger ones keep kChunk.
 __attribute__((target_clones("arch=x86-64-v3", "default")))
-void ComputeColumns(const Operands& o, const float* packed_x, int64_t padded_m, int64_t s_begin, int64_t s_end) {
+void ComputeColumns(const Operands& o, const float* packed_x, int64_t s_begin, int64_t s_end) {
+  const int64_t padded_m = PaddedRows(o.m);
   const int64_t chunk = padded_m * o.k * static_cast<int64_t>(sizeof(float)) <= kSliverMajorBytes ? 1 : kChunk;
-  const float* end = o.w + (o.n + kNr - 1) / kNr * o.k * kNr;  // past the packed weight
+  const float* end = o.w + Slivers(o.n) * o.k * kNr;  // past the packed weight
   for (int64_t c0 = s_begin; c0 < s_end; c0 += chunk) {
     const int64_t c1 = std::min(s_end, c0 + chunk);
     for (int64_t p0 = 0; p0 < o.k; p0 += kKc) {
@@ -97,7 +104,7 @@ void ComputeColumns(const Operands& o, const float* packed_x, int64_t padded_m, 
           // its next sliver at these depths.
           const float* next = sliver + 1 < c1 ? w + o.k * kNr : i0 + kMc >= o.m ? w + kc * kNr : end;
           const int64_t next_lines = std::min(kc, static_cast<int64_t>(end - next) / kNr);
-          const int64_t per_tile = (next_lines + (mc + kMr - 1) / kMr - 1) / ((mc + kMr - 1) / kMr);
+          const int64_t tiles = (mc + kMr - 1) / kMr, per_tile = (next_lines + tiles - 1) / tiles;
           for (int64_t is = 0, ahead = 0; is < mc; is += kMr, ahead += per_tile) {
             Tile(block + (i0 + is) * kc, w, kc, o.out + (i0 + is) * o.n + j, o.n, std::min(kMr, mc - is), cols,
                  p0 > 0, next + ahead * kNr, std::max<int64_t>(0, std::min(per_tile, next_lines - ahead)));
@@ -110,9 +117,14 @@ void ComputeColumns(const Operands& o, const float* packed_x, int64_t padded_m, 
 
 // out = x w over every row, the panels split over the pool as described at the top.
 void Multiply(ffi::ThreadPool& pool, const Operands& o) {
-  const int64_t slivers = (o.n + kNr - 1) / kNr;
+  if (o.m == 0 || o.n == 0) return;
+  if (o.k == 0) {
+    std::fill(o.out, o.out + o.m * o.n, 0.0f);
+    return;
+  }
+  const int64_t slivers = Slivers(o.n);
   const int64_t panels = (o.m + kPanel - 1) / kPanel;
-  const size_t packed_size = static_cast<size_t>((std::min(o.m, kPanel) + kMr - 1) / kMr * kMr * o.k);
+  const size_t packed_size = static_cast<size_t>(PaddedRows(std::min(o.m, kPanel)) * o.k);
   auto panel_at = [&](int64_t p) {
     const int64_t i = p * kPanel;
     return Operands{o.x + i * o.k, o.w, o.out + i * o.n, std::min(kPanel, o.m - i), o.n, o.k};
@@ -126,9 +138,8 @@ void Multiply(ffi::ThreadPool& pool, const Operands& o) {
       std::vector<float> packed_x(packed_size);
       for (int64_t p = begin; p < end; ++p) {
         const Operands panel = panel_at(p);
-        const int64_t padded_m = (panel.m + kMr - 1) / kMr * kMr;
-        PackX(panel, padded_m, packed_x.data());
-        ComputeColumns(panel, packed_x.data(), padded_m, 0, slivers);
+        PackX(panel, packed_x.data());
+        ComputeColumns(panel, packed_x.data(), 0, slivers);
       }
     });
     return;
@@ -136,10 +147,9 @@ void Multiply(ffi::ThreadPool& pool, const Operands& o) {
   std::vector<float> packed_x(packed_size);
   for (int64_t p = 0; p < panels; ++p) {
     const Operands panel = panel_at(p);
-    const int64_t padded_m = (panel.m + kMr - 1) / kMr * kMr;
-    PackX(panel, padded_m, packed_x.data());
+    PackX(panel, packed_x.data());
     jaxport::ParallelFor(pool, slivers, 1, [&](int64_t begin, int64_t end) {
-      ComputeColumns(panel, packed_x.data(), padded_m, begin, end);
+      ComputeColumns(panel, packed_x.data(), begin, end);
     });
   }
 }
@@ -153,13 +163,8 @@ ffi::Error MatmulImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer
     return ffi::Error::InvalidArgument("jaxport_matmul: operands are not a matrix and packed slivers");
   }
   Operands o{x.typed_data(), w.typed_data(), out->typed_data(), xd[0], od[1], xd[1]};
-  if (od[0] != o.m || wd[0] != (o.n + kNr - 1) / kNr || wd[1] != o.k || wd[2] != kNr) {
+  if (od[0] != o.m || wd[0] != Slivers(o.n) || wd[1] != o.k || wd[2] != kNr) {
     return ffi::Error::InvalidArgument("jaxport_matmul: operand shapes do not multiply");
-  }
-  if (o.m == 0 || o.n == 0) return ffi::Error::Success();
-  if (o.k == 0) {
-    std::fill(o.out, o.out + o.m * o.n, 0.0f);
-    return ffi::Error::Success();
   }
   Multiply(pool, o);
   return ffi::Error::Success();
@@ -179,7 +184,7 @@ ffi::Error GroupedMatmulImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi:
     return ffi::Error::InvalidArgument("jaxport_grouped_matmul: operands are not rows, groups of packed slivers "
                                        "and group sizes");
   }
-  const int64_t m = xd[0], k = xd[1], n = od[1], groups = wd[0], slivers = (n + kNr - 1) / kNr;
+  const int64_t m = xd[0], k = xd[1], n = od[1], groups = wd[0], slivers = Slivers(n);
   if (od[0] != m || sd[0] != groups || wd[1] != slivers || wd[2] != k || wd[3] != kNr) {
     return ffi::Error::InvalidArgument("jaxport_grouped_matmul: operand shapes do not multiply");
   }
@@ -187,14 +192,8 @@ ffi::Error GroupedMatmulImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi:
   int64_t start = 0;
   for (int64_t g = 0; g < groups && start < m; ++g) {
     const int64_t rows = std::min<int64_t>(std::max<int32_t>(sizes.typed_data()[g], 0), m - start);
-    if (rows > 0 && n > 0) {
-      if (k == 0) {
-        std::fill(result + start * n, result + (start + rows) * n, 0.0f);
-      } else {
-        Multiply(pool, Operands{x.typed_data() + start * k, w.typed_data() + g * slivers * k * kNr,
-                                result + start * n, rows, n, k});
-      }
-    }
+    Multiply(pool, Operands{x.typed_data() + start * k, w.typed_data() + g * slivers * k * kNr, result + start * n,
+                            rows, n, k});
     start += rows;
   }
   std::fill(result + start * n, result + m * n, 0.0f);
