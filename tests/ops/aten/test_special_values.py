@@ -125,6 +125,9 @@ ROW_CALLS = {
     "mode": [((-1,), {})],
     "msort": [((), {})],
     "nanmedian": [((-1,), {})],
+    # pooling along the rows: 7 -> 3 are uneven, overlapping windows; 7 -> 1 a global pool
+    "nn.functional.adaptive_avg_pool1d": [((3,), {}), ((1,), {})],
+    "nn.functional.adaptive_max_pool1d": [((3,), {}), ((1,), {})],
     "nn.functional.softmin": [((-1,), {})],
     "softmax": [((-1,), {})],
     "sort": [((), {"dim": -1}), ((), {"dim": -1, "descending": True}), ((), {"dim": -1, "stable": True})],

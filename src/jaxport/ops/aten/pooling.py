@@ -249,22 +249,30 @@ def _adaptive_lists(sizes, output_size):
 
 
 def _adaptive_avg(self, output_size):
+    """Each output the mean of its window, summed in one reduction over every pooled axis. An
+    axis whose windows tile it (a global pool, or 224 -> 7) is reshaped into (windows, length);
+    another (7 -> 3: uneven, overlapping windows) gathers each window's positions, padding the
+    shorter windows with zeros. Both sum only a window's own elements, so an inf or NaN stays in
+    the windows that hold it (a 0/1 matrix product would give inf * 0 = NaN in every other)."""
     nd = len(output_size)
-    output_size = [n if o is None else o for n, o in zip(self.shape[-nd:], output_size)]
+    lead = self.ndim - nd
+    output_size = [n if o is None else o for n, o in zip(self.shape[lead:], output_size)]
     compute = opmath_type(self.dtype)
     x = self.astype(compute)
-    for i, (n, o) in enumerate(zip(self.shape[-nd:], output_size)):
-        # A 0/1 matrix sums each window exactly; then divide by the window length.
-        start = (np.arange(o) * n) // o
-        end = -((-(np.arange(o) + 1) * n) // o)
-        pos = np.arange(n)
-        mask = ((pos[None, :] >= start[:, None]) & (pos[None, :] < end[:, None])).astype(np.float64)
-        axis = self.ndim - nd + i
-        x = jnp.moveaxis(x, axis, -1)
-        x = jnp.matmul(x, jnp.asarray(mask.T, compute), precision=lax.Precision.HIGHEST)
-        x = x / jnp.asarray(end - start, compute)
-        x = jnp.moveaxis(x, -1, axis)
-    return x.astype(self.dtype)
+    lengths = np.ones((), np.int64)
+    for i, (n, o) in enumerate(zip(self.shape[lead:], output_size)):
+        axis = lead + 2 * i  # each pooled axis before it became (windows, length)
+        if o and n % o == 0:
+            x = x.reshape(x.shape[:axis] + (o, n // o) + x.shape[axis + 1:])
+            length = np.full(o, n // o)
+        else:
+            (pos, valid), = _adaptive_lists([n], [o])
+            windows = jnp.take(x, pos.reshape(-1), axis=axis).reshape(x.shape[:axis] + pos.shape + x.shape[axis + 1:])
+            x = jnp.where(valid.reshape(valid.shape + (1,) * (x.ndim - axis - 1)), windows, 0)
+            length = valid.sum(axis=1)
+        lengths = np.multiply.outer(lengths, length)
+    total = jnp.sum(x, axis=tuple(range(lead + 1, x.ndim, 2)))
+    return (total / jnp.asarray(np.maximum(lengths, 1), compute)).astype(self.dtype)
 
 
 def _max_unpool(self, indices, output_size):
