@@ -89,9 +89,10 @@ def stamp() -> dict:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             pass
+    flags = {"xla_flags": os.environ["XLA_FLAGS"]} if os.environ.get("XLA_FLAGS") else {}
     return {"commit": _commit(), "date": datetime.date.today().isoformat(),
             "machine": f"{platform.machine()} {_cpu_model()}, {os.cpu_count()} cores",
-            "versions": versions, **_setup.settings()}
+            "versions": versions, **flags, **_setup.settings()}
 
 
 def describe(stamps: Iterable[dict]) -> str:
@@ -105,8 +106,11 @@ def describe(stamps: Iterable[dict]) -> str:
 
     cores = values("cores", lambda c: f"{len(c)} core{'s' * (len(c) > 1)} each (cpus {','.join(map(str, c))})")
     versions = values("versions", lambda v: ", ".join(f"{k} {v[k]}" for k in sorted(v)))
+    # a process-wide XLA_FLAGS changes every XLA program, so a row measured under one says so
+    flags = "; XLA_FLAGS " + " and ".join(sorted({s.get("xla_flags") or "unset" for s in stamps})) \
+        if any(s.get("xla_flags") for s in stamps) else ""
     return (f"Measured {values('date')} at commit {values('commit')}; {values('machine')}; {cores}, "
-            f"torch and onnxruntime threads to match, XLA sized by the affinity; {versions}")
+            f"torch and onnxruntime threads to match, XLA sized by the affinity; {versions}{flags}")
 
 
 def publish(table: str, markdown: str | None, timing: str, stamps: Iterable[dict] | None = None) -> None:
