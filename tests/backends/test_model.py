@@ -166,6 +166,21 @@ def test_dynamic_batch():
     np.testing.assert_allclose(np.asarray(model(x7, y=y)["h"]), module(x7, y=y)["h"].detach().numpy(), rtol=1e-5)
 
 
+def test_a_size_past_the_exported_range_is_refused_by_name():
+    """torch.export keeps a program valid over a range of each symbolic size (a `Dim`'s bounds,
+    or narrower where it unrolled a loop for the example's size): a size past its largest is
+    refused by name, not computed."""
+    rows = torch.export.Dim("rows", min=2, max=4)
+    module = Structured()
+    y = torch.randn(5)
+    model = jaxport.from_torch(module, (torch.randn(3, 4),), {"y": y}, dynamic_shapes={"x": {0: rows}, "y": None})
+    x = torch.randn(4, 4)
+    np.testing.assert_allclose(np.asarray(model(x, y=y)["h"]), module(x, y=y)["h"].detach().numpy(), rtol=1e-5)
+    with pytest.raises(jaxport.InputError, match=r"input 'x' has size 5 in dim 0, but the model was exported for "
+                       r"at most 4 there"):
+        model(torch.randn(5, 4), y=y)
+
+
 def test_scalar_constants_do_not_cross_x64_modes():
     """A jitted model must not reuse arrays made under the other x64 mode (a cache of scalar
     constants once did, and XLA then expected an argument that was never passed)."""

@@ -196,17 +196,23 @@ def summarize(rows: dict[tuple[str, str], dict], command: str) -> str:
 
 def _generation_failures(rows: dict) -> list[str]:
     """The causal LMs that convert but do not generate, grouped by the first words of the error."""
-    failing = [r for (t, _m), r in rows.items() if t in harness.GENERATING_TASKS
-               and _status(r, "convert") == "ok" and _status(r, "generate") not in ("ok", "not run")]
-    if not failing:
-        return []
-    out = ["## Causal LMs that convert but do not generate", "",
-           "| model type | generate | error |", "|---|---|---|"]
-    for r in sorted(failing, key=lambda r: r["model"]):
-        result = r["stages"]["generate"]
-        out.append(f"| {r['model']} | {STATUS.get(result['status'], result['status'])} | "
-                   f"{_cell(result.get('error', ''))} |")
-    out.append("")
+    generating = [r for (t, _m), r in rows.items() if t in harness.GENERATING_TASKS and _status(r, "convert") == "ok"]
+    failing = [r for r in generating if _status(r, "generate") not in ("ok", "not run")]
+    one_row = [r for r in generating if _status(r, "generate") == "ok" and r["stages"]["generate"].get("rows")]
+    out = []
+    if failing:
+        out += ["## Causal LMs that convert but do not generate", "",
+                "| model type | generate | error |", "|---|---|---|"]
+        for r in sorted(failing, key=lambda r: r["model"]):
+            result = r["stages"]["generate"]
+            out.append(f"| {r['model']} | {STATUS.get(result['status'], result['status'])} | "
+                       f"{_cell(result.get('error', ''))} |")
+        out.append("")
+    if one_row:
+        out += ["Generating one row at a time (each prompt alone, against transformers' `generate` of "
+                "it alone), and why not in batches: " + "; ".join(
+                    f"{r['model']}: {_cell(r['stages']['generate'].get('reason', ''))}"
+                    for r in sorted(one_row, key=lambda r: r["model"])) + ".", ""]
     return out
 
 

@@ -47,6 +47,12 @@ CONFIGS = {
     "gemma3_text": dict(head_dim=8, sliding_window=4, layer_types=["sliding_attention", "full_attention"]),
     "phi3": dict(pad_token_id=0),
     "mixtral": dict(num_local_experts=4, num_experts_per_tok=2),
+    # linear-attention layers whose states its cache keeps beside its layers (`linear_cache`)
+    "minimax": dict(head_dim=8, num_local_experts=2, num_experts_per_tok=1, block_size=4,
+                    layer_types=["full_attention", "linear_attention"]),
+    # experts of attention and MLP that split their rows by sizes read out of a tensor
+    "jetmoe": dict(num_local_experts=4, num_experts_per_tok=2, kv_channels=8, num_attention_heads=4,
+                   num_key_value_heads=4),
     # recurrent layers: a prefill program per prompt length (Mamba's scan loops in Python), and a
     # hybrid of Mamba and attention layers
     "mamba": dict(state_size=4, expand=2, conv_kernel=4),
@@ -59,14 +65,16 @@ CONFIGS = {
                     bos_token_id=1, eos_token_id=2),
     # no cache at all: each step runs the model over every token so far, as transformers does
     "openai-gpt": dict(n_embd=32, n_layer=2, n_head=4, vocab_size=100, n_positions=64),
+    # no cache, and its generate runs the model over the tokens and a mask token after them, with
+    # each position's language (langs) and no attention mask (positions counted past its padding)
+    "xlm": dict(emb_dim=32, n_layers=2, n_heads=4, vocab_size=100, n_langs=2, use_lang_emb=True, lang_id=1),
     # no cache returned either: its recurrent and local-attention states live in its modules
     "recurrent_gemma": dict(lru_width=32, attention_window_size=4, block_types=["recurrent", "attention"],
                             head_dim=8),
 }
 #: Model types whose configs name their sizes their own way (no SMALL).
-OWN_SIZES = ("gpt2", "openai-gpt")
-#: Qwen3-Next: a gated-delta-rule linear-attention layer beside a full-attention one; one prefill
-#: program serves every prompt length.
+OWN_SIZES = ("gpt2", "openai-gpt", "xlm")
+#: Qwen3-Next: a gated-delta-rule linear-attention layer beside a full-attention one.
 QWEN3_NEXT = dict(layer_types=["linear_attention", "full_attention"], linear_num_value_heads=2,
                   linear_num_key_heads=2, linear_key_head_dim=8, linear_value_head_dim=8, head_dim=8,
                   num_experts=2, num_experts_per_tok=1, moe_intermediate_size=16,
@@ -488,7 +496,8 @@ def test_recurrent_layers_prefill_fresh_and_decode_one_token(tmp_path, monkeypat
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     ids, mask = prompts()
     lm = jaxport.from_causal_lm(model, max_length=ids.shape[1] + 10, max_batch=3)
-    assert lm.split and lm.step is not None  # its prefill takes any prompt length
+    # its chunked rule loops over blocks of the prompt in Python: a prefill program per length
+    assert lm.split and lm.step is None
     np.testing.assert_array_equal(np.asarray(lm.generate(ids, mask, max_new_tokens=10, pad_token_id=0)),
                                   hf_generate(model, ids, mask, do_sample=False, max_new_tokens=10))
     cache = lm.init_cache(3)
@@ -531,29 +540,82 @@ def test_prefill_programs_per_prompt_length():
     assert lm.prefill_program(3) is lm.prefill_program(3) and lm.prefill_program(2) is not lm.prefill_program(3)
 
 
+class _PermutingGPT(transformers.OpenAIGPTLMHeadModel):
+    """GPT-1 with a preparation for generate that hands its forward an input of its own that
+    varies along the tokens, as XLNet's permutation mask does."""
+
+    def prepare_inputs_for_generation(self, input_ids, **kwargs):
+        return {"input_ids": input_ids, "token_type_ids": torch.arange(input_ids.shape[1]).expand_as(input_ids)}
+
+
 def test_models_without_a_cache_keep_their_tokens_and_refuse_inputs_of_their_own():
-    """GPT-1 keeps no cache: its one state is the tokens so far; XLM's generate appends a mask
-    token to them, which a step over the tokens cannot reproduce: refused by name."""
+    """GPT-1 keeps no cache: its one state is the tokens so far. XLM's keeps one slot more, for
+    the mask token its generate appends (`test_greedy_matches_transformers` runs it); a model
+    whose preparation adds an input that varies along the tokens is refused by name."""
     lm = jaxport.from_causal_lm(tiny_model("openai-gpt", seed=13), max_length=10, max_batch=2)
     ids = np.array([[3, 4, 5], [6, 7, 8]], np.int32)
     logits, cache = lm.prefill(lm.params, lm.init_cache(2), ids)
     assert logits.shape == (2, 3, 100) and [set(layer) for layer in cache["layers"]] == [{"tokens"}]
     np.testing.assert_array_equal(np.asarray(cache["layers"][0]["tokens"])[:, :3], ids)
-    config = transformers.XLMConfig(emb_dim=32, n_layers=1, n_heads=4, vocab_size=100, n_langs=2, use_lang_emb=True)
-    xlm = transformers.XLMWithLMHeadModel(config).eval()
-    with pytest.raises(jaxport.InputError, match="XLMWithLMHeadModel: .*prepare_inputs_for_generation (adds|changes)"):
-        jaxport.from_causal_lm(xlm, max_length=10)
+    xlm = jaxport.from_causal_lm(tiny_model("xlm", seed=13), max_length=10, max_batch=2)
+    assert xlm.init_cache(2)["layers"][0]["tokens"].shape == (2, 11)
+    torch.manual_seed(13)
+    permuting = _PermutingGPT(transformers.OpenAIGPTConfig(**CONFIGS["openai-gpt"])).eval()
+    with pytest.raises(jaxport.InputError, match="_PermutingGPT: .*prepare_inputs_for_generation adds token_type_ids"):
+        jaxport.from_causal_lm(permuting, max_length=10)
 
 
-def test_a_cache_with_states_outside_its_layers_is_refused_by_name():
-    """MiniMax's cache keeps its linear-attention layers' states in a list of its own, beside
-    its layers: refused by name, not left to fail inside torch.export."""
-    config = transformers.AutoConfig.for_model("minimax", **SMALL, head_dim=8, num_local_experts=2,
-                                               num_experts_per_tok=1, layer_types=["full_attention", "linear_attention"])
+def test_rwkv_generates_row_by_row_and_refuses_batches():
+    """RWKV passes its recurrent states in a list of its own (`state`): with one row, jaxport
+    generates transformers' tokens for each prompt (a prefill program per prompt length: its
+    scan loops in Python). transformers' own batched decoding adds a [B, H] state to [B, 1, H]
+    activations, mixing the rows (its two-row tokens differ from its one-row ones), so
+    max_batch > 1 is refused by name."""
+    config = transformers.RwkvConfig(hidden_size=32, num_hidden_layers=2, attention_hidden_size=32,
+                                     intermediate_size=64, vocab_size=100, context_length=64)
+    torch.manual_seed(15)
+    model = transformers.RwkvForCausalLM(config).eval()
+    lm = jaxport.from_causal_lm(model, max_length=7 + NEW_TOKENS, max_batch=1)
+    ids, mask = prompts()
+    for row in range(2):
+        prompt = ids[row:row + 1, mask[row].argmax():]
+        got = np.asarray(lm.generate(prompt, torch.ones_like(prompt), max_new_tokens=NEW_TOKENS, pad_token_id=0))
+        want = hf_generate(model, prompt, torch.ones_like(prompt), do_sample=False, max_new_tokens=NEW_TOKENS)
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(jaxport.InputError, match=r"RwkvForCausalLM: decoding two rows at once mixes their states"):
+        jaxport.from_causal_lm(model, max_length=10, max_batch=2)
+
+
+class _LlamaWithStatesOutside(transformers.LlamaForCausalLM):
+    """A Llama whose cache keeps a tensor of its own beside its layers, in a field jaxport does
+    not know."""
+
+    def forward(self, *args, **kwargs):
+        out = super().forward(*args, **kwargs)
+        out.past_key_values.memory = torch.zeros(1, 4)
+        return out
+
+
+def test_a_cache_with_unknown_states_outside_its_layers_is_refused_by_name():
+    """A cache that keeps tensors beside its layers in a field jaxport does not carry (MiniMax's
+    `linear_cache` it does) is refused by name, not left to fail inside torch.export."""
+    config = transformers.LlamaConfig(**SMALL)
     torch.manual_seed(14)
-    model = transformers.AutoModelForCausalLM.from_config(config).eval()
-    with pytest.raises(jaxport.InputError, match=r"MiniMaxForCausalLM: its cache \(MiniMaxCache\) keeps states "
-                       r"outside its layers \(linear_cache\)"):
+    model = _LlamaWithStatesOutside(config).eval()
+    with pytest.raises(jaxport.InputError, match=r"_LlamaWithStatesOutside: its cache \(DynamicCache\) keeps states "
+                       r"outside its layers \(memory\)"):
+        jaxport.from_causal_lm(model, max_length=10)
+
+
+def test_a_cache_holding_tokens_of_its_own_is_refused_by_name():
+    """CPM-Ant caches prompt tokens of its own ahead of the text and masks by counting tokens
+    back from the end of a growing sequence: nothing a cache of fixed slots lays out."""
+    config = transformers.CpmAntConfig(hidden_size=32, num_attention_heads=4, dim_head=8, dim_ff=64,
+                                       num_hidden_layers=2, vocab_size=100, prompt_length=4, prompt_types=3)
+    torch.manual_seed(16)
+    model = transformers.CpmAntForCausalLM(config).eval()
+    with pytest.raises(jaxport.InputError, match=r"CpmAntForCausalLM: layer 0 \(DynamicLayer\) cached keys of 6 "
+                       r"tokens for the 2 it was given"):
         jaxport.from_causal_lm(model, max_length=10)
 
 

@@ -48,9 +48,13 @@ def is_abstract(x) -> bool:
     return isinstance(x, jax.ShapeDtypeStruct)
 
 
-def check_input(x, spec: Input, hint: str = "") -> None:
-    """`x` against the program input it binds: shape (a None dim fits any size) and the dtype
-    JAX stores the recorded one in; an `InputError` naming the input otherwise."""
+def check_input(x, spec: Input, hint: str = "", ranges: dict | None = None) -> None:
+    """`x` against the program input it binds: shape (a None dim fits any size up to the most
+    the source allows it, `Program.dim_ranges`: a program traced over symbolic sizes may have
+    unrolled a loop for that many) and the dtype JAX stores the recorded one in; an
+    `InputError` naming the input otherwise. Lower bounds are not held to: torch.export
+    records 2 for a size it kept symbolic (a 1 would have been fixed), and its programs run
+    for 1 as well."""
     if spec.spec is None or not hasattr(x, "shape"):
         return
     want = spec.spec
@@ -61,6 +65,11 @@ def check_input(x, spec: Input, hint: str = "") -> None:
             f"input '{spec.name}' has shape {shape}, but the model expects {want.describe()}"
             + (f" ({hint})" if fixed and hint else "")
         )
+    for dim, symbol in spec.dims.items():
+        most = (ranges or {}).get(symbol, (0, None))[1]
+        if most is not None and shape[dim] > most:
+            raise InputError(f"input '{spec.name}' has size {shape[dim]} in dim {dim}, but the model was exported "
+                             f"for at most {most} there")
     expected = np.dtype(jax.dtypes.canonicalize_dtype(want.dtype))
     if np.dtype(x.dtype) != expected:
         raise InputError(

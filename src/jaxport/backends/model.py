@@ -156,7 +156,7 @@ class JaxModel:
         inputs = []
         for x, spec in zip(leaves, self.program.user_inputs):
             x = as_jax(x, what=f"input '{spec.name}'")
-            check_input(x, spec, self.fixed_shape_hint)
+            check_input(x, spec, self.fixed_shape_hint, self.program.dim_ranges)
             inputs.append(x)
         return interpret(self.program, params, inputs, strict=self.strict, rng=rng)
 

@@ -14,12 +14,16 @@ What lives here:
 - `GenerationConfig._get_default_generation_params()`, the values `generate` fills in for unset
   settings;
 - `sdpa_attention.use_gqa_in_sdpa`, switched inside a context (`grouped_query_attention`);
+- JetMoE's experts (`JetMoeParallelExperts.forward`), switched inside a context to one grouped
+  product over group sizes as values (`experts_as_grouped_products`), and `grouped_mm_fallback`,
+  the custom op transformers registers for its own grouped products;
 - the static cache a step of `CausalLMStep` runs on: transformers' static layers, given the
   tensors of jaxport's cache through their private fields (`seen`, `cumulative_length`,
   `is_initialized`, the indexer's and recurrent layers' twins, `has_previous_state`), and
   subclassed where transformers' code branches on a length torch.export cannot bound; its
   sliding-window layers keep their window only (`window_slots`, a `WindowLayer` whose
-  `get_mask_sizes` gives an offset).
+  `get_mask_sizes` gives an offset); states a cache keeps beside its layers (MiniMax's
+  `linear_cache`, `states_beside_layers`), in a cache of the model's own class.
 
 transformers is imported inside the functions: it is an optional dependency (`jaxport[hf]`).
 """
@@ -83,57 +87,100 @@ def grouped_query_attention() -> Iterator[None]:
     repeating cost a copy of every layer's keys and values per step.
 
     transformers decides in `sdpa_attention.use_gqa_in_sdpa`, switched on process-wide by an
-    environment variable. Here the switch is this context's own: while any such context is open,
-    that function is wrapped by one that says yes inside the context (a `ContextVar`, so other
-    threads and other contexts are not affected) and asks transformers' own otherwise; the last
-    context to close puts transformers' function back."""
-    _GQA_SWITCH.acquire()
-    token = _FORCE_GQA.set(True)
-    try:
+    environment variable. Here the switch is this context's own (`_Switch`)."""
+    with _GQA_SWITCH.held():
         yield
-    finally:
-        _FORCE_GQA.reset(token)
-        _GQA_SWITCH.release()
 
 
-_FORCE_GQA: contextvars.ContextVar[bool] = contextvars.ContextVar("jaxport_force_gqa", default=False)
+@contextlib.contextmanager
+def experts_as_grouped_products() -> Iterator[None]:
+    """JetMoE's experts (`JetMoeParallelExperts`, attention's and MLP's) split their rows by
+    group sizes its router reads out of a tensor (`expert_size.tolist()`), pieces whose shapes
+    depend on values, which a jitted program cannot have. Inside this context each is one
+    grouped product over the same rows instead, transformers' `grouped_mm_fallback` with the
+    sizes' cumulative ends, as transformers' newer MoE models run their experts: the same sums,
+    and shapes that do not depend on values (jaxport lowers it as it lowers Mixtral's)."""
+    with _EXPERTS_SWITCH.held():
+        yield
 
 
 class _Switch:
-    """`sdpa_attention.use_gqa_in_sdpa` wrapped while at least one context holds it."""
+    """`owner.name` (from `locate()`, None where this transformers lacks it) replaced by
+    `make(original, switched)` while at least one context holds it; the replacement must call
+    `original` unless `switched()`, which is true inside a holding context only (a `ContextVar`,
+    so other threads and other contexts are not affected). The last context to close puts
+    transformers' own back."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str, locate, make) -> None:
+        self._locate, self._make = locate, make
+        self._on: contextvars.ContextVar[bool] = contextvars.ContextVar(f"jaxport_{name}", default=False)
         self._lock = threading.Lock()
         self._holders = 0
         self._original: Any = None
 
-    def acquire(self) -> None:
-        from transformers.integrations import (
-            sdpa_attention,  # transformers: optional (`jaxport[hf]`)
-        )
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        self._acquire()
+        token = self._on.set(True)
+        try:
+            yield
+        finally:
+            self._on.reset(token)
+            self._release()
 
+    def _acquire(self) -> None:
         with self._lock:
-            if self._holders == 0:
-                original = self._original = sdpa_attention.use_gqa_in_sdpa
-
-                @torch._dynamo.assume_constant_result
-                def use_gqa_in_sdpa(attention_mask, key, value) -> bool:
-                    return _FORCE_GQA.get() or original(attention_mask, key, value)
-
-                sdpa_attention.use_gqa_in_sdpa = use_gqa_in_sdpa
+            if self._holders == 0 and (target := self._locate()) is not None:
+                owner, name = target
+                self._original = getattr(owner, name)
+                setattr(owner, name, self._make(self._original, self._on.get))
             self._holders += 1
 
-    def release(self) -> None:
-        from transformers.integrations import sdpa_attention
-
+    def _release(self) -> None:
         with self._lock:
             self._holders -= 1
-            if self._holders == 0:
-                sdpa_attention.use_gqa_in_sdpa = self._original
+            if self._holders == 0 and self._original is not None:
+                owner, name = self._locate()
+                setattr(owner, name, self._original)
                 self._original = None
 
 
-_GQA_SWITCH = _Switch()
+def _sdpa_module() -> tuple[Any, str]:
+    from transformers.integrations import sdpa_attention  # transformers: optional (`jaxport[hf]`)
+
+    return sdpa_attention, "use_gqa_in_sdpa"
+
+
+def _gqa_in_sdpa(original, switched):
+    @torch._dynamo.assume_constant_result
+    def use_gqa_in_sdpa(attention_mask, key, value) -> bool:
+        return switched() or original(attention_mask, key, value)
+
+    return use_gqa_in_sdpa
+
+
+def _jetmoe_experts() -> tuple[Any, str] | None:
+    try:
+        from transformers.integrations import moe  # noqa: F401  (registers transformers::grouped_mm_fallback)
+        from transformers.models.jetmoe import modeling_jetmoe
+    except ImportError:
+        return None
+    return modeling_jetmoe.JetMoeParallelExperts, "forward"
+
+
+def _experts_by_grouped_product(original, switched):
+    def forward(self, inputs, expert_size):
+        if not switched():
+            return original(self, inputs, expert_size)
+        ends = torch.tensor(expert_size, device=inputs.device).cumsum(0).to(torch.int32)
+        # weight [experts, out, in], each expert's rows times its transpose, as F.linear
+        return torch.ops.transformers.grouped_mm_fallback(inputs, self.weight.transpose(1, 2), ends)
+
+    return forward
+
+
+_GQA_SWITCH = _Switch("gqa", _sdpa_module, _gqa_in_sdpa)
+_EXPERTS_SWITCH = _Switch("grouped_experts", _jetmoe_experts, _experts_by_grouped_product)
 
 
 #: A recurrent layer's states: transformers' attribute (a dict by state index) -> the prefix of
@@ -252,6 +299,32 @@ def _fill_recurrent(layer: Any, recurrent: dict, *, previous: bool) -> None:
         if attribute == "conv_states":
             layer.conv_kernel_size[index] = tensor.shape[-1]
         layer.has_previous_state[index] = previous
+
+
+#: Fields of a cache that keep states beside its layers: MiniMax's `linear_cache`, each
+#: linear-attention layer's [B, heads, d, d] state by layer index ([] for other layers).
+STATES_BESIDE_LAYERS = ("linear_cache",)
+_BESIDE_NAME = f"{RECURRENT_PREFIXES['recurrent_states']}0"  # a recurrent state's: prefill and decode split
+
+
+def states_beside_layers(cache: Any) -> list[dict[str, torch.Tensor]] | None:
+    """The states a cache keeps beside its layers, as each layer's dict ({} for a layer with
+    none); None for a cache that keeps none there."""
+    kept = getattr(cache, STATES_BESIDE_LAYERS[0], None)
+    if not isinstance(kept, list):
+        return None
+    return [{_BESIDE_NAME: state} if isinstance(state, torch.Tensor) else {} for state in kept]
+
+
+def with_states_beside_layers(cache_class: type, cache: Any, states: list[dict], *, previous: bool) -> Any:
+    """A cache of the model's own class (MiniMax's code insists on `MiniMaxCache`) on `cache`'s
+    static layers, keeping each layer's state beside them as that class does: the states given
+    after earlier tokens (`previous`), none before a prompt, where the model starts its own
+    (its `get_linear_cache` then reads None for every layer)."""
+    own = cache_class.__new__(cache_class)
+    own.__dict__.update(vars(cache))
+    own.linear_cache = [state.get(_BESIDE_NAME, []) if previous else None for state in states]
+    return own
 
 
 def layer_state(layer: Any, name: str) -> torch.Tensor:

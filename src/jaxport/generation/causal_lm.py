@@ -655,6 +655,10 @@ class _FixedCount(ExportError):
 
 def _from_causal_lm(model, max_length: int, max_batch: int, autocast: Callable) -> CausalLM:
     step = CausalLMStep(model, max_length)
+    if max_batch > 1 and step.decoding_mixes_rows():
+        raise InputError(f"{type(model).__name__}: decoding two rows at once mixes their states in transformers' "
+                         "code (a [B, H] state added to [B, 1, H] activations), so its batched tokens are not its "
+                         "own row by row; from_causal_lm takes it with max_batch=1")
     batch = min(2, max_batch)  # 2 keeps torch.export from specializing the batch to 1
     specs = step.cache_specs(batch)
     rows = torch.export.Dim("batch", min=1, max=max_batch) if max_batch > 1 else torch.export.Dim.STATIC
@@ -720,7 +724,11 @@ def _convert_step(step: CausalLMStep, specs, rows, *, tokens: int, fixed: bool =
             if "Constraints violated" not in str(again):
                 raise
             converted = None  # the count fixed, and the batch with it
-        if converted is None or 1 not in converted.program.user_inputs[0].dims:
+        # fixed, or kept dynamic over fewer counts than the cache holds (MiniMax's blocks of
+        # tokens, looped over in Python: 2 to 4 tokens, one block)
+        symbol = None if converted is None else converted.program.user_inputs[0].dims.get(1)
+        low, high = converted.program.dim_ranges.get(symbol, (1, None)) if symbol else (None, 0)
+        if symbol is None or low > 2 or (high is not None and high < step.max_length):
             raise _FixedCount(f"{type(step.model).__name__}: torch.export fixes the number of new tokens of its "
                               f"step, so it cannot serve both prefill and decode ({e})") from None
         return converted

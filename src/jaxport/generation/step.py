@@ -12,6 +12,7 @@ that use it: it is an optional dependency (`jaxport[hf]`).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any
 
@@ -20,7 +21,7 @@ import torch
 from ..devices import module_device
 from ..errors import InputError
 from ..frontends import transformers_adapter as adapter
-from ..frontends.transformers_adapter import grouped_query_attention
+from ..frontends.transformers_adapter import experts_as_grouped_products, grouped_query_attention
 
 #: What a layer of each kind caches, by transformers' dynamic cache layer class name: the state's
 #: name in the layer's dict and where its slot axis is (keys and values `[B, heads, L, size]`,
@@ -76,7 +77,7 @@ class CausalLMStep(torch.nn.Module):
     """
 
     def __init__(self, model: torch.nn.Module, max_length: int, *, split: bool = False, decoding: bool = False,
-                 probed: tuple[list, bool] | None = None):
+                 probed: tuple[list, bool, type | None] | None = None):
         super().__init__()
         self.model = model
         self.max_length = max_length
@@ -84,7 +85,9 @@ class CausalLMStep(torch.nn.Module):
         self.text_config = model.config.get_text_config()
         #: Each layer's states as it caches them ({name: (shape without the batch, slots included,
         #: dtype)}, in the dtypes it caches in (under autocast, if the caller traces under it).
-        self.layer_states, self._cross_attention = probed or _cached_states(model, max_length)
+        #: And whether the model keeps them in an `EncoderDecoderCache`, and the cache class of its
+        #: own that keeps states beside its layers (MiniMax's), which its code insists on.
+        self.layer_states, self._cross_attention, self._own_cache = probed or _cached_states(model, max_length)
         #: Whether the model keeps no cache: each step runs it over every token so far.
         self.recomputes = [set(layer) for layer in self.layer_states] == [{_TOKENS}]
         #: Whether some layer keeps recurrent states: prefill and decode are then two programs.
@@ -103,12 +106,17 @@ class CausalLMStep(torch.nn.Module):
         # passes positions counted over the mask
         self._own_generation_inputs = (type(model).prepare_inputs_for_generation
                                        is not GenerationMixin.prepare_inputs_for_generation)
+        #: How a model without a cache is run over its tokens (XLM: with a mask token after them).
+        self._plain = _plain_generation(model) if self.recomputes else None
+        #: Whether the model passes its recurrent states in a list of its own (RWKV's `state`).
+        self._own_state = not self._attends and len(self.layer_states) == 1 and bool(self.layer_states[0]) and \
+            _OWN_STATE in forward and all(adapter.recurrent_slot(name) for name in self.layer_states[0])
 
     def variant(self, *, split: bool = False, decoding: bool = False) -> CausalLMStep:
         """The same model's step as one of a split model's two programs, on the states this one
         read (the probe's forward is not run again)."""
         return CausalLMStep(self.model, self.max_length, split=split, decoding=decoding,
-                            probed=(self.layer_states, self._cross_attention))
+                            probed=(self.layer_states, self._cross_attention, self._own_cache))
 
     def cache_specs(self, batch: int) -> list[dict[str, tuple[tuple[int, ...], torch.dtype]]]:
         """Each layer's states for `batch` rows: {name: (shape, dtype)}."""
@@ -118,6 +126,8 @@ class CausalLMStep(torch.nn.Module):
     def forward(self, input_ids, attention_mask, position_ids, length, states):
         if self.recomputes:
             return self._recompute(input_ids, attention_mask, length, states[0][_TOKENS])
+        if self._own_state:
+            return self._own_state_step(input_ids, states[0])
         if self.split and not self.decoding:
             seen: Any = 0  # a prompt into an empty cache: what makes transformers' prefill code run
         else:
@@ -143,13 +153,20 @@ class CausalLMStep(torch.nn.Module):
 
             # a BERT-style decoder keeps its self-attention's cache beside an empty cross-attention one
             model_cache = EncoderDecoderCache(cache, DynamicCache())
+        elif self._own_cache is not None:
+            model_cache = adapter.with_states_beside_layers(self._own_cache, cache, states, previous=self.decoding)
         else:
             model_cache = cache
-        with grouped_query_attention():
+        with grouped_query_attention(), experts_as_grouped_products():
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=True,
                              **{self._cache_argument: model_cache}, **kwargs)
-        return out.logits, [{name: adapter.layer_state(layer, name) for name in state}
-                            for layer, state in zip(cache.layers, states)]
+        beside = adapter.states_beside_layers(model_cache) or []
+
+        def state_of(i: int, layer: Any, name: str) -> torch.Tensor:
+            return beside[i][name] if i < len(beside) and name in beside[i] else adapter.layer_state(layer, name)
+
+        return out.logits, [{name: state_of(i, layer, name) for name in state}
+                            for i, (layer, state) in enumerate(zip(cache.layers, states))]
 
     def _recompute(self, input_ids, attention_mask, length, tokens):
         """A step of a model without a cache: the new tokens written into the token slots, the
@@ -159,6 +176,8 @@ class CausalLMStep(torch.nn.Module):
         positions count slots, as they count tokens in transformers' growing sequence)."""
         slots = torch.arange(input_ids.shape[1], device=input_ids.device) + length
         tokens = tokens.index_copy(1, slots, input_ids.to(tokens.dtype))
+        if self._plain.appended is not None:
+            return self._recompute_with_appended_token(slots, tokens)
         kwargs = {}
         if self._takes_positions and not self._own_generation_inputs:
             # transformers' generic preparation: positions counted over the mask, padding at 1
@@ -167,23 +186,78 @@ class CausalLMStep(torch.nn.Module):
         out = self.model(input_ids=tokens.long(), attention_mask=attention_mask, **kwargs)
         return out.logits.index_select(1, slots), [{_TOKENS: tokens}]
 
+    def _own_state_step(self, input_ids, states):
+        """A step of a model that passes its recurrent states in a list of its own (RWKV): a
+        prompt from none (the model starts its own), a token after the states given. As in
+        transformers' `generate`, no attention mask: RWKV reads every token, padding included."""
+        given = None
+        if self.decoding:
+            given = [states[name] for name in sorted(states, key=lambda name: adapter.recurrent_slot(name)[1])]
+        out = self.model(input_ids=input_ids, **{_OWN_STATE: given}, use_cache=True)
+        return out.logits, [{_own_state_name(i): tensor for i, tensor in enumerate(getattr(out, _OWN_STATE))}]
 
-def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[str, tuple[tuple[int, ...], torch.dtype]]], bool]:
+    def decoding_mixes_rows(self) -> bool:
+        """Whether a token after a state, given for two rows at once, comes out other than for
+        each row alone: transformers' RWKV adds a [B, H] state to [B, 1, H] activations there,
+        which for two rows or more mixes every row's state into every other's (its batched
+        `generate` differs from its own row by row)."""
+        if not self._own_state:
+            return False
+        device = module_device(self.model)
+        with torch.no_grad():
+            prompt = self.model(input_ids=torch.tensor([[3, 4], [5, 6]], device=device), use_cache=True)
+            token = torch.tensor([[7], [8]], device=device)
+            state = getattr(prompt, _OWN_STATE)
+
+            def decode(rows):
+                given = [tensor[rows].clone() for tensor in state]
+                return self.model(input_ids=token[rows], **{_OWN_STATE: given}, use_cache=True).logits
+
+            both = decode(slice(0, 2))
+            alone = torch.cat([decode(slice(0, 1)), decode(slice(1, 2))])
+        return both.shape != alone.shape or not torch.allclose(both, alone, rtol=1e-4, atol=1e-5)
+
+    def _recompute_with_appended_token(self, slots, tokens):
+        """XLM's step: its `generate` runs the model over the tokens so far and one token more
+        (its mask token), with no attention mask (the model masks the positions from a count
+        of tokens other than its padding token), and takes the next token from the appended
+        token's logits. Here over all `L + 1` slots: the appended token after the last new one
+        and the padding token in every slot after it, which the count leaves out as it leaves
+        out positions transformers' shorter sequence does not have. Each new token's logits
+        are those of the slot after it, so the last new token's are the appended token's: what
+        generation reads (earlier ones are the model's output at the next real token)."""
+        plain = self._plain
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        end = slots[-1] + 1
+        ids = tokens.long().masked_fill(positions > end, plain.padding).masked_fill(positions == end, plain.appended)
+        inputs = {name: torch.full_like(ids, value) for name, value in plain.constants}
+        out = self.model(input_ids=ids, **inputs)
+        return out.logits.index_select(1, slots + 1), [{_TOKENS: tokens}]
+
+
+def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[str, tuple[tuple[int, ...], torch.dtype]]], bool,
+                                                                     type | None]:
     """Each layer's states ({name: (shape without the batch, `max_length` slots where it has
     slots, dtype)}), read from what the model caches in one forward of two tokens: multi-query,
     grouped-query and latent attention (keys and values of different sizes), indexers, recurrent
     layers' conv and scan states, shared layers and layers unlike their neighbours all as they
     are, not as the config's head counts would have them. And whether the model keeps them in
-    an `EncoderDecoderCache` (a BERT-style decoder, its cross-attention cache left empty)."""
+    an `EncoderDecoderCache` (a BERT-style decoder, its cross-attention cache left empty), and
+    the class of a cache that keeps some states beside its layers (MiniMax's linear attention,
+    `adapter.STATES_BESIDE_LAYERS`), None for any other."""
     from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
     name = type(model).__name__
     with torch.no_grad():
         out = model(input_ids=torch.zeros(1, 2, dtype=torch.long, device=module_device(model)), use_cache=True)
     cache = adapter.returned_cache(out)
+    state = getattr(out, _OWN_STATE, None)
+    if cache is None and isinstance(state, (list, tuple)) and state and all(isinstance(t, torch.Tensor) for t in state):
+        # RWKV: its recurrent states, a list of fixed shapes ([B, hidden, layers]), as one layer's
+        return [{_own_state_name(i): (tuple(t.shape[1:]), t.dtype) for i, t in enumerate(state)}], False, None
     if cache is None and not any(hasattr(out, own) for own in _OWN_CACHES):
-        _check_plain_generation_inputs(model)
-        return [{_TOKENS: ((max_length,), torch.int32)}], False
+        appended = _plain_generation(model).appended is not None
+        return [{_TOKENS: ((max_length + appended,), torch.int32)}], False, None
     cross_attention = isinstance(cache, EncoderDecoderCache)
     if cross_attention:
         if cache.cross_attention_cache.get_seq_length():
@@ -194,7 +268,9 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[s
         kept = f"a cache of its own ({own})" if cache is None and own else type(cache).__name__
         raise InputError(f"{name}: jaxport.from_causal_lm needs a model that returns a key/value cache "
                          f"(DynamicCache) or none; it returned {kept}")
-    outside = sorted(field for field, value in vars(cache).items() if field != "layers" and _holds_tensors(value))
+    beside = adapter.states_beside_layers(cache)
+    outside = sorted(field for field, value in vars(cache).items()
+                     if field != "layers" and field not in adapter.STATES_BESIDE_LAYERS and _holds_tensors(value))
     if outside:
         raise InputError(f"{name}: its cache ({type(cache).__name__}) keeps states outside its layers "
                          f"({', '.join(outside)}), which from_causal_lm does not carry")
@@ -214,8 +290,13 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[s
                 # what the text never reaches (Mllama's cross-attention without an image, an
                 # indexer a layer borrows from another): nothing to carry
                 continue
-            if not isinstance(tensor, torch.Tensor) or tensor.ndim <= slot_axis or tensor.shape[slot_axis] != 2:
+            if not isinstance(tensor, torch.Tensor) or tensor.ndim <= slot_axis:
                 raise InputError(f"{name}: layer {i} ({kind}) cached no {state} of two tokens")
+            if tensor.shape[slot_axis] != 2:
+                # CPM-Ant caches prompt tokens of its own ahead of the text, and masks by counting
+                # tokens from the end of a sequence that grows: nothing a cache of fixed slots lays out
+                raise InputError(f"{name}: layer {i} ({kind}) cached {state} of {tensor.shape[slot_axis]} tokens for the "
+                                 "2 it was given, which from_causal_lm does not lay out in its cache's slots")
             shape = list(tensor.shape[1:])
             shape[slot_axis - 1] = adapter.window_slots(layer, max_length)
             states[state] = (tuple(shape), tensor.dtype)
@@ -226,9 +307,14 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[s
         if kind in _LINEAR and not any(adapter.recurrent_slot(s) for s in states):
             raise InputError(f"{name}: layer {i} ({kind}) kept no recurrent state after two tokens")
         layers.append(dict(sorted(states.items())))
+    if beside is not None:
+        # MiniMax: its linear-attention layers' states, kept beside the layers, as each one's
+        layers += [{} for _ in range(len(beside) - len(layers))]
+        for layer, kept in zip(layers, beside):
+            layer.update({name: (tuple(tensor.shape[1:]), tensor.dtype) for name, tensor in kept.items()})
     if not any(layers):
         raise InputError(f"{name}: no layer of it caches keys, values or recurrent states")
-    return layers, cross_attention
+    return layers, cross_attention, None if beside is None else type(cache)
 
 
 def _holds_tensors(value: Any) -> bool:
@@ -241,21 +327,55 @@ def _holds_tensors(value: Any) -> bool:
 
 
 #: Output fields of models that keep a cache of their own kind (XLNet's `mems`, Reformer's
-#: buckets, RWKV's `state`): not models to run again over all tokens.
+#: buckets, and RWKV's `state` where it is not a list of tensors): not models to run again over
+#: all tokens.
 _OWN_CACHES = ("mems", "past_buckets_states", "state")
+#: The argument and output in which RWKV passes its recurrent states, a list of tensors.
+_OWN_STATE = "state"
 
 
-def _check_plain_generation_inputs(model: torch.nn.Module) -> None:
+def _own_state_name(index: int) -> str:
+    """The step's name for state `index` of a model's own list (RWKV's): a recurrent state's,
+    so prefill and decode are two programs, as for a recurrent cache layer."""
+    return f"{adapter.RECURRENT_PREFIXES['recurrent_states']}{index}"
+
+
+@dataclasses.dataclass(frozen=True)
+class _PlainGeneration:
+    """How transformers' `generate` runs a model without a cache over its tokens: as they are
+    (`appended` None), or with one token more after them (XLM's mask token), no attention mask,
+    `padding` the token the model leaves out of its count of positions, and `constants` inputs
+    of the tokens' shape filled with one value each (XLM's `langs`)."""
+
+    appended: int | None = None
+    padding: int | None = None
+    constants: tuple[tuple[str, int], ...] = ()
+
+
+def _plain_generation(model: torch.nn.Module) -> _PlainGeneration:
     """A model without a cache is run again over every token at each step, as its own `generate`
-    does; refuse one whose `prepare_inputs_for_generation` changes the tokens or adds inputs
-    of its own (XLM appends a mask token, XLNet a permutation mask)."""
-    ids = torch.zeros(1, 3, dtype=torch.long, device=module_device(model))
+    does; what its `prepare_inputs_for_generation` makes of three tokens says how. It may pass
+    them on as they are, or append one token and fill other inputs with one value each (XLM);
+    a model whose preparation does anything else (XLNet's permutation mask) is refused by name."""
+    name = type(model).__name__
+    ids = torch.tensor([[3, 4, 5]], device=module_device(model))
     prepared = model.prepare_inputs_for_generation(ids, attention_mask=torch.ones_like(ids))
+    given = prepared.get("input_ids")
     extra = sorted(k for k, v in prepared.items() if v is not None and k not in _PLAIN_GENERATION_INPUTS)
-    changed = prepared.get("input_ids") is None or tuple(prepared["input_ids"].shape) != tuple(ids.shape)
-    if extra or changed:
-        what = f"adds {', '.join(extra)}" if extra else "changes the tokens"
-        raise InputError(f"{type(model).__name__}: it keeps no key/value cache, and its prepare_inputs_for_generation "
-                         f"{what}, which from_causal_lm does not reproduce")
+    if given is not None and tuple(given.shape) == tuple(ids.shape) and torch.equal(given, ids) and not extra:
+        return _PlainGeneration()
+    appends = (given is not None and tuple(given.shape) == (1, 4) and torch.equal(given[:, :3], ids)
+               and "attention_mask" not in prepared)
+    constants = {k: prepared[k] for k in extra}
+    if appends and all(isinstance(v, torch.Tensor) and v.shape == given.shape and bool((v == v.flatten()[0]).all())
+                       for v in constants.values()):
+        config = model.config
+        padding = getattr(config, "pad_index", getattr(config, "pad_token_id", None))
+        if padding is not None:
+            return _PlainGeneration(int(given[0, 3]), int(padding),
+                                    tuple((k, int(v.flatten()[0])) for k, v in constants.items()))
+    what = f"adds {', '.join(extra)}" if extra else "changes the tokens"
+    raise InputError(f"{name}: it keeps no key/value cache, and its prepare_inputs_for_generation "
+                     f"{what}, which from_causal_lm does not reproduce")
 
 
