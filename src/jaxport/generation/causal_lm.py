@@ -726,8 +726,8 @@ def _convert_step(step: CausalLMStep, specs, rows, *, tokens: int, fixed: bool =
             converted = None  # the count fixed, and the batch with it
         # fixed, or kept dynamic over fewer counts than the cache holds (MiniMax's blocks of
         # tokens, looped over in Python: 2 to 4 tokens, one block)
-        symbol = None if converted is None else converted.program.user_inputs[0].dims.get(1)
-        low, high = converted.program.dim_ranges.get(symbol, (1, None)) if symbol else (None, 0)
+        symbol = converted.program.user_inputs[0].dims.get(1) if converted is not None else None
+        low, high = converted.program.dim_ranges.get(symbol, (1, None)) if symbol is not None else (1, None)
         if symbol is None or low > 2 or (high is not None and high < step.max_length):
             raise _FixedCount(f"{type(step.model).__name__}: torch.export fixes the number of new tokens of its "
                               f"step, so it cannot serve both prefill and decode ({e})") from None
