@@ -157,7 +157,8 @@ catalogue: setup
 	$(PY) -m tests.catalogue.sweep --jobs $(CATALOGUE_JOBS) --results $(CATALOGUE_RESULTS) || true
 	$(PY) -m tests.catalogue.report $(CATALOGUE_RESULTS) docs/transformers-catalogue.md
 
-# Every row at HEAD: reruns the models recorded at another commit (resumable, hours on two cores).
+# Every row at the code's commit (the last to change src/ or the harness): reruns the models
+# recorded at another (resumable across runs and commits of results, hours on two cores).
 catalogue-head: setup
 	$(PY) -m tests.catalogue.sweep --stale --jobs $(CATALOGUE_JOBS) --results $(CATALOGUE_RESULTS) || true
 	$(PY) -m tests.catalogue.report $(CATALOGUE_RESULTS) docs/transformers-catalogue.md

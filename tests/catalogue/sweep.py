@@ -9,7 +9,8 @@ model only: the stage running at the time limit is recorded as "timeout", one th
 the latest line per model, in catalogue order, at the start and end of a run), so the sweep can
 be stopped at any time and resumes where it stopped: models whose latest row already has every
 requested stage are skipped (`--rerun-failed` reruns those with a stage not ok, `--rerun` all,
-`--stale` those recorded at another commit than HEAD: `make catalogue-head` brings every row to HEAD).
+`--stale` those recorded at another commit than the code's, the last to change the package or the
+harness (`code_commit`): `make catalogue-head` brings every row to it, across as many runs as it takes).
 `python -m tests.catalogue.report` turns the results into docs/transformers-catalogue.md.
 """
 
@@ -77,12 +78,32 @@ def versions() -> dict:
     import transformers
 
     out = {"transformers": transformers.__version__, "torch": torch.__version__, "jax": jax.__version__}
-    try:
-        out["jaxport"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                        text=True, check=True, cwd=os.path.dirname(__file__)).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
+    commit = code_commit()
+    if commit:
+        out["jaxport"] = commit
     return out
+
+
+#: What a row's result depends on besides the libraries: the package and the harness (not the
+#: results file, so committing rows part-way does not make the rest of a sweep another commit's).
+CODE = ("src", "pyproject.toml", "tests/catalogue/harness.py", "tests/catalogue/shrink.py",
+        "tests/catalogue/sweep.py")
+
+
+def code_commit() -> str | None:
+    """The last commit that changed `CODE`, "+dirty" when it has uncommitted changes: the commit a
+    row's results belong to. None outside a git checkout."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, check=True, cwd=root).stdout.strip()
+
+    try:
+        commit = git("log", "-1", "--format=%h", "--abbrev=7", "--", *CODE)
+        dirty = git("status", "--porcelain", "--", *CODE)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit + ("+dirty" if dirty else "") if commit else None
 
 
 # -- the worker: one model in this process --------------------------------------------------------
@@ -202,7 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rerun-failed", action="store_true", help="rerun models with a stage not ok")
     parser.add_argument("--rerun", action="store_true", help="rerun every selected model")
     parser.add_argument("--stale", action="store_true",
-                        help="rerun models whose latest row is from another commit (resumable: brings every row to HEAD)")
+                        help="rerun models whose latest row is from another commit than the code's (resumable)")
     opts = parser.parse_args(argv)
     stages = tuple(s for s in harness.STAGES if s in opts.stages.split(",") or s == "build")
     unknown = set(opts.stages.split(",")) - set(harness.STAGES)
