@@ -619,6 +619,21 @@ def test_a_cache_holding_tokens_of_its_own_is_refused_by_name():
         jaxport.from_causal_lm(model, max_length=10)
 
 
+def test_a_decoder_without_a_mask_over_its_cache_is_refused_by_name():
+    """ProphetNet's decoder builds no attention mask once it has a cache: over a cache of fixed
+    slots it would attend to the empty ones. torch.export stops at its `int()` of the cache's
+    length; the refusal says why the model cannot be taken, not where the export stopped."""
+    config = transformers.ProphetNetConfig(hidden_size=32, num_encoder_attention_heads=4,
+                                           num_decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                                           num_encoder_layers=2, num_decoder_layers=2, vocab_size=100, ngram=2,
+                                           decoder_start_token_id=0)
+    torch.manual_seed(17)
+    model = transformers.ProphetNetForCausalLM(config).eval()
+    with pytest.raises(jaxport.InputError, match=r"ProphetNetForCausalLM: its decoder builds no attention mask "
+                       r"once it has a cache"):
+        jaxport.from_causal_lm(model, max_length=10)
+
+
 def test_layers_the_text_never_fills_cache_nothing():
     """Mllama's cross-attention layer, without an image, never fills its cache: the step carries
     nothing for it, and text-only generation matches transformers'."""

@@ -104,6 +104,18 @@ def experts_as_grouped_products() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def block_ids_over_the_whole_mask() -> Iterator[None]:
+    """Gemma 3 and 4's masks let a block of image tokens see itself (`block_sequence_ids`, -1
+    outside any block), padded by transformers to the key/value positions the mask reads,
+    `kv_length + kv_offset`. A sliding layer's offset is read from its cache, a value, so that
+    pad's size depends on values. The step's attention mask covers every position of its cache,
+    so inside this context the ids are padded to that mask's length instead: a size known from
+    shapes, and the same ids at every position the mask reads."""
+    with _BLOCK_IDS_SWITCH.held():
+        yield
+
+
 class _Switch:
     """`owner.name` (from `locate()`, None where this transformers lacks it) replaced by
     `make(original, switched)` while at least one context holds it; the replacement must call
@@ -179,8 +191,26 @@ def _experts_by_grouped_product(original, switched):
     return forward
 
 
+def _masking_utils() -> tuple[Any, str] | None:
+    from transformers import masking_utils
+
+    return (masking_utils, "maybe_pad_block_sequence_ids") if hasattr(masking_utils, "maybe_pad_block_sequence_ids") \
+        else None
+
+
+def _block_ids_to_mask_length(original, switched):
+    def maybe_pad_block_sequence_ids(block_sequence_ids, attention_mask, kv_length, kv_offset):
+        if not switched() or attention_mask is None or attention_mask.dim() != 2:
+            return original(block_sequence_ids, attention_mask, kv_length, kv_offset)
+        padding = attention_mask.shape[-1] - block_sequence_ids.shape[-1]
+        return torch.nn.functional.pad(block_sequence_ids, (0, padding), value=-1)
+
+    return maybe_pad_block_sequence_ids
+
+
 _GQA_SWITCH = _Switch("gqa", _sdpa_module, _gqa_in_sdpa)
 _EXPERTS_SWITCH = _Switch("grouped_experts", _jetmoe_experts, _experts_by_grouped_product)
+_BLOCK_IDS_SWITCH = _Switch("block_ids", _masking_utils, _block_ids_to_mask_length)
 
 
 #: A recurrent layer's states: transformers' attribute (a dict by state index) -> the prefix of

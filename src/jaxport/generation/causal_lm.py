@@ -662,6 +662,25 @@ def _from_causal_lm(model, max_length: int, max_batch: int, autocast: Callable) 
     batch = min(2, max_batch)  # 2 keeps torch.export from specializing the batch to 1
     specs = step.cache_specs(batch)
     rows = torch.export.Dim("batch", min=1, max=max_batch) if max_batch > 1 else torch.export.Dim.STATIC
+    try:
+        step, converted, decoder, prefill_for = _convert_steps(step, specs, rows, autocast)
+    except ExportError:
+        if step.decoding_ignores_mask():
+            raise InputError(f"{type(model).__name__}: its decoder builds no attention mask once it has a cache, so "
+                             "over a cache of fixed slots it would attend to the empty ones; from_causal_lm does "
+                             "not take it") from None
+        raise
+    config = step.text_config
+    layer_types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
+    return CausalLM(converted, cache_specs=step.cache_specs(1), decoder=decoder, prefill_for=prefill_for,
+                    max_batch=max_batch, max_length=max_length, layer_types=layer_types,
+                    generation_config=_generation_config(model), name=type(model).__name__)
+
+
+def _convert_steps(step: CausalLMStep, specs, rows, autocast: Callable):
+    """(step, converted, decoder, prefill_for): one program for prefill and decode where
+    torch.export keeps the token count symbolic, else a decoder and a prefill program per prompt
+    length (`step` then its split variant)."""
     converted = decoder = prefill_for = None
     if not step.split:
         try:
@@ -682,11 +701,7 @@ def _from_causal_lm(model, max_length: int, max_batch: int, autocast: Callable) 
             converted = _convert_step(step, specs, rows, tokens=2)
         except _FixedCount:
             pass  # a scan over the prompt in Python: `prefill_for` makes a program per prompt length
-    config = step.text_config
-    layer_types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
-    return CausalLM(converted, cache_specs=step.cache_specs(1), decoder=decoder, prefill_for=prefill_for,
-                    max_batch=max_batch, max_length=max_length, layer_types=layer_types,
-                    generation_config=_generation_config(model), name=type(model).__name__)
+    return step, converted, decoder, prefill_for
 
 
 def _convert_step(step: CausalLMStep, specs, rows, *, tokens: int, fixed: bool = False) -> JaxModel:

@@ -21,7 +21,11 @@ import torch
 from ..devices import module_device
 from ..errors import InputError
 from ..frontends import transformers_adapter as adapter
-from ..frontends.transformers_adapter import experts_as_grouped_products, grouped_query_attention
+from ..frontends.transformers_adapter import (
+    block_ids_over_the_whole_mask,
+    experts_as_grouped_products,
+    grouped_query_attention,
+)
 
 #: What a layer of each kind caches, by transformers' dynamic cache layer class name: the state's
 #: name in the layer's dict and where its slot axis is (keys and values `[B, heads, L, size]`,
@@ -157,7 +161,7 @@ class CausalLMStep(torch.nn.Module):
             model_cache = adapter.with_states_beside_layers(self._own_cache, cache, states, previous=self.decoding)
         else:
             model_cache = cache
-        with grouped_query_attention(), experts_as_grouped_products():
+        with grouped_query_attention(), experts_as_grouped_products(), block_ids_over_the_whole_mask():
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=True,
                              **{self._cache_argument: model_cache}, **kwargs)
         beside = adapter.states_beside_layers(model_cache) or []
@@ -216,6 +220,24 @@ class CausalLMStep(torch.nn.Module):
             both = decode(slice(0, 2))
             alone = torch.cat([decode(slice(0, 1)), decode(slice(1, 2))])
         return both.shape != alone.shape or not torch.allclose(both, alone, rtol=1e-4, atol=1e-5)
+
+    def decoding_ignores_mask(self) -> bool:
+        """Whether a token after a cached prompt comes out the same with the prompt's first
+        token masked out as with it seen: ProphetNet's decoder builds no mask once it has a
+        cache, so over a cache of fixed slots it would attend to the empty ones too."""
+        if self._own_state or self._plain is not None:
+            return False
+        device = module_device(self.model)
+        prompt = torch.tensor([[3, 4, 5]], device=device)
+
+        def decode(first_seen: int):
+            cache = adapter.returned_cache(self.model(input_ids=prompt, use_cache=True))
+            mask = torch.tensor([[first_seen, 1, 1, 1]], device=device)
+            return self.model(input_ids=torch.tensor([[6]], device=device), attention_mask=mask, use_cache=True,
+                              **{self._cache_argument: cache}).logits
+
+        with torch.no_grad():
+            return torch.equal(decode(1), decode(0))
 
     def _recompute_with_appended_token(self, slots, tokens):
         """XLM's step: its `generate` runs the model over the tokens so far and one token more
