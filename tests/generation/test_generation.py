@@ -187,6 +187,53 @@ def test_sliding_window_layers_keep_their_window(model_type):
     np.testing.assert_array_equal(got, hf_generate(model, ids, mask, do_sample=False, max_new_tokens=NEW_TOKENS))
 
 
+#: Models whose every layer keeps a window only: Mistral-style, and Qwen2 with no full layer.
+ONLY_WINDOWS = {
+    "mistral": dict(sliding_window=4),
+    "qwen2": dict(use_sliding_window=True, sliding_window=4, max_window_layers=0),
+}
+
+
+@pytest.mark.parametrize("model_type", list(ONLY_WINDOWS))
+def test_a_model_of_windows_only_decodes_past_max_length(model_type):
+    """Where every layer keeps its window only, nothing a step computes depends on how many tokens
+    came before: 30 new tokens after prompts of 7 from a cache of 8 slots, equal to
+    transformers'; `decode` past max_length too, while a model with a full layer is refused.
+    One prompt is padded up to its last token, so that its padding is still in the window when
+    the sequence passes max_length."""
+    config = transformers.AutoConfig.for_model(model_type, **{**SMALL, **ONLY_WINDOWS[model_type]})
+    torch.manual_seed(3)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    ids, mask = prompts()
+    ids[1, :6], mask[1, :6] = 0, 0
+    lm = jaxport.from_causal_lm(model, max_length=8, max_batch=3)
+    assert lm.rolls and [layer["keys"].shape[2] for layer in lm.init_cache(3)["layers"]] == [3, 3]
+    got = np.asarray(lm.generate(ids, mask, max_new_tokens=30, pad_token_id=0))
+    want = hf_generate(model, ids, mask, do_sample=False, max_new_tokens=30)
+    np.testing.assert_array_equal(got, want)
+
+    # each decode step's logits, up to 37 tokens in 10 slots, against the model over the whole sequence
+    whole = torch.cat([mask, torch.ones(3, 30, dtype=mask.dtype)], dim=1)
+    with torch.no_grad():
+        expected = model(input_ids=torch.from_numpy(want), attention_mask=whole,
+                         position_ids=(whole.cumsum(1) - 1).clamp(min=0)).logits.numpy()
+    _, cache = lm.prefill(lm.params, lm.init_cache(3), ids.numpy(), mask.numpy())
+    positions = (mask.sum(1, keepdim=True) - 1).numpy()
+    for step in range(1, 30):
+        logits, cache = lm.decode(lm.params, cache, want[:, 6 + step:7 + step], positions + step)
+        np.testing.assert_allclose(np.asarray(logits)[:, 0], expected[:, 6 + step], rtol=1e-4, atol=1e-5)
+    assert int(cache["length"]) == 36
+    with pytest.raises(jaxport.InputError, match="6 tokens in one decode step; its windows leave room for 5"):
+        lm.decode(lm.params, cache, np.zeros((3, 6), np.int32), np.zeros((3, 6), np.int32))
+
+    mixed = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(
+        "qwen2", **{**SMALL, **WINDOWED["qwen2"]})).eval()
+    short = jaxport.from_causal_lm(mixed, max_length=8, max_batch=3)
+    assert not short.rolls
+    with pytest.raises(jaxport.InputError, match="need 37 cache slots; max_length is 8"):
+        short.generate(ids, mask, max_new_tokens=30, pad_token_id=0)
+
+
 def test_prefill_and_decode_donate_the_cache():
     model = tiny_model("llama", seed=2)
     ids, mask = prompts()

@@ -114,12 +114,15 @@ class CausalLM:
     Where the model's own code loops over the prompt's tokens in Python (transformers' reference
     scans), no one program serves every prompt length: `step` is then None and a prefill program
     is exported for each prompt length the first time it is met (seconds each), by `prefill_for`.
+
+    Where every layer keeps a sliding window only (`rolls`), decoding goes on past `max_length`
+    (`_write_slots`); the cache's `length` counts every token, its mask the last `max_length`.
     """
 
     def __init__(self, step: JaxModel | None, *, cache_specs: Sequence[dict[str, tuple[tuple[int, ...], Any]]],
                  max_batch: int, max_length: int, layer_types: Sequence[str], generation_config: Any,
                  name: str, decoder: JaxModel | None = None,
-                 prefill_for: Callable[[int], JaxModel] | None = None):
+                 prefill_for: Callable[[int], JaxModel] | None = None, rolls: bool = False):
         if step is None and (decoder is None or prefill_for is None):
             raise InputError(f"{name}: a CausalLM without one prefill program needs a decoder and prefill_for")
         self.step = step
@@ -139,6 +142,11 @@ class CausalLM:
         self.name = name
         self._cache_specs = [{name: (tuple(shape[1:]), dtypes.jax_dtype(dtype)) for name, (shape, dtype) in layer.items()}
                              for layer in cache_specs]
+        #: Whether decoding goes on past `max_length`: every layer keeps a sliding window only, of
+        #: fewer slots (see `_write_slots`). The most tokens one decode step may then take.
+        self.rolls = rolls
+        self._decode_room = max_length - max((layer["keys"][0][1] for layer in self._cache_specs if "keys" in layer),
+                                             default=0) if rolls else max_length
         self._jitted_prefill = jax.jit(self.prefill_step, donate_argnums=1)
         self._jitted_decode = jax.jit(self.decode_step, donate_argnums=1)
         self._generators: dict = {}
@@ -190,18 +198,25 @@ class CausalLM:
 
     def decode(self, params, cache: dict, tokens, positions) -> tuple[jax.Array, dict]:
         """`decode_step`, jitted, with the cache donated; refuses tokens the cache has no room for."""
-        self._check_room(cache, np.shape(tokens)[-1])
+        self._check_room(cache, np.shape(tokens)[-1], decoding=True)
         return self._jitted_decode(params, cache, tokens, positions)
 
-    def _check_room(self, cache: dict, count: int, checked: bool = False) -> None:
+    def _check_room(self, cache: dict, count: int, checked: bool = False, decoding: bool = False) -> None:
         """Refuse `count` new tokens past the cache's `max_length` slots: at once when the length is
         known, through `checkify` when traced and `checked`; unchecked under a trace, XLA would
-        clamp the write into the last slots, overwriting tokens."""
+        clamp the write into the last slots, overwriting tokens. A model that `rolls` decodes
+        past them, up to `_decode_room` tokens a step."""
         length = cache["length"]
+        if not isinstance(length, jax.core.Tracer) and any(
+                getattr(leaf, "is_deleted", lambda: False)() for leaf in jax.tree.leaves(cache)):
+            raise InputError(f"{self.name}: this cache was donated to an earlier prefill/decode; pass the "
+                             "cache that call returned (a cache serves one sequence of calls, in one thread)")
+        if decoding and self.rolls:
+            if count > self._decode_room:
+                raise InputError(f"{self.name}: {count} tokens in one decode step; its windows leave room for "
+                                 f"{self._decode_room} at a time in max_length={self.max_length} slots")
+            return
         if not isinstance(length, jax.core.Tracer):
-            if any(getattr(leaf, "is_deleted", lambda: False)() for leaf in jax.tree.leaves(cache)):
-                raise InputError(f"{self.name}: this cache was donated to an earlier prefill/decode; pass the "
-                                 "cache that call returned (a cache serves one sequence of calls, in one thread)")
             if int(length) + count > self.max_length:
                 raise InputError(f"{self.name}: {count} more tokens after {int(length)} need {int(length) + count} "
                                  f"cache slots; max_length is {self.max_length}")
@@ -239,23 +254,41 @@ class CausalLM:
         self._check_room(cache, input_ids.shape[1], checked)
         self._check_empty(cache, checked)
         mask = jnp.ones(input_ids.shape, jnp.int32) if attention_mask is None else jnp.asarray(attention_mask, jnp.int32)
-        slots = lax.dynamic_update_slice(cache["mask"], mask, (0, cache["length"]))
+        slots, length = self._write_slots(cache, mask)
         # counted over every slot, so a prompt written after earlier tokens continues their positions
-        positions = lax.dynamic_slice_in_dim(_positions(slots), cache["length"], input_ids.shape[1], axis=1)
-        return self._run(params, cache, input_ids, slots, jnp.where(mask == 0, 0, positions))
+        positions = lax.dynamic_slice_in_dim(_positions(slots), length, input_ids.shape[1], axis=1)
+        return self._run(params, cache, input_ids, slots, length, jnp.where(mask == 0, 0, positions))
 
     def decode_step(self, params, cache: dict, tokens, positions, *, checked: bool = False) -> tuple[jax.Array, dict]:
         """Write `tokens` [B, T] (usually T = 1) at `positions` [B, T]: (logits, cache). Pure;
         `checked` as for `prefill_step`. Where prefill and decode are two programs (`split`),
-        decode takes one token at a time."""
+        decode takes one token at a time. A model that `rolls` decodes past `max_length`."""
         tokens = jnp.asarray(tokens)
-        self._check_room(cache, tokens.shape[1], checked)
+        self._check_room(cache, tokens.shape[1], checked, decoding=True)
         if self.split and tokens.shape[1] != 1:
             raise InputError(f"{self.name}: its decode program takes one token at a time, got {tokens.shape[1]}")
-        slots = lax.dynamic_update_slice(cache["mask"], jnp.ones(tokens.shape, jnp.int32), (0, cache["length"]))
-        return self._run(params, cache, tokens, slots, jnp.asarray(positions), decoding=True)
+        slots, length = self._write_slots(cache, jnp.ones(tokens.shape, jnp.int32))
+        return self._run(params, cache, tokens, slots, length, jnp.asarray(positions), decoding=True)
 
-    def _run(self, params, cache, ids, slots, positions, decoding: bool = False):
+    def _write_slots(self, cache: dict, flags: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(slot mask, length): `flags` [B, T] (1 for a token, 0 for padding) written after the
+        cache's `length` tokens, and the count of tokens before them that the program is given.
+
+        Past `max_length`, a model that `rolls` keeps the flags of the last `max_length`
+        positions: the mask is shifted left by the tokens that no longer fit, and the program is
+        told that many fewer came before. Its windows keep the last tokens whatever their
+        count, its positions come from the caller, and its masks compare positions with one
+        another (transformers reads the slot mask at a window's positions, counted from that
+        length), so it computes what it would at the true count."""
+        length, count = cache["length"], flags.shape[1]
+        if not self.rolls:
+            return lax.dynamic_update_slice(cache["mask"], flags, (0, length)), length
+        first = jnp.maximum(0, length - self.max_length)  # the position the mask's first slot holds
+        then = jnp.maximum(0, length + count - self.max_length)
+        mask = jnp.roll(cache["mask"], first - then, axis=1)  # what rolls round is overwritten below
+        return lax.dynamic_update_slice(mask, flags, (0, length - then)), length - then
+
+    def _run(self, params, cache, ids, slots, length, positions, decoding: bool = False):
         batch, count = ids.shape
         if batch != cache["mask"].shape[0]:
             raise InputError(f"{self.name}: {batch} rows of tokens for a cache of {cache['mask'].shape[0]}")
@@ -265,7 +298,7 @@ class CausalLM:
             program = self.decoder
         else:
             program = self.step or self.prefill_program(count)
-        logits, layers = program.apply(params, ids, slots, positions, cache["length"], list(cache["layers"]))
+        logits, layers = program.apply(params, ids, slots, positions, length, list(cache["layers"]))
         return logits, {"layers": layers, "mask": slots, "length": cache["length"] + count}
 
     def prefill_program(self, count: int) -> JaxModel:
@@ -375,7 +408,10 @@ class CausalLM:
             raise InputError(f"{self.name}: attention_mask has shape {tuple(mask.shape)}, input_ids {tuple(ids.shape)}")
         if new < 1:
             raise InputError(f"{self.name}: max_new_tokens should be at least 1, got {new}")
-        if ids.shape[1] + new > self.max_length:
+        if self.rolls and ids.shape[1] > self.max_length:
+            raise InputError(f"{self.name}: a prompt of {ids.shape[1]} tokens needs as many cache slots; "
+                             f"max_length is {self.max_length}")
+        if not self.rolls and ids.shape[1] + new > self.max_length:
             raise InputError(f"{self.name}: a prompt of {ids.shape[1]} tokens and {new} new ones need "
                              f"{ids.shape[1] + new} cache slots; max_length is {self.max_length}")
         if beams.num_beams > 1:
@@ -629,7 +665,8 @@ def from_causal_lm(model: torch.nn.Module, *, max_length: int, max_batch: int = 
 
     Args:
       model: the `PreTrainedModel`; its parameters become `CausalLM.params`.
-      max_length: cache slots per row: the longest prompt plus new tokens.
+      max_length: cache slots per row: the longest prompt plus new tokens. A model whose every layer
+        keeps a sliding window decodes past it (`CausalLM.rolls`): it bounds the prompt only.
       max_batch: the most rows a cache holds (the step is exported with the batch symbolic, 1..max_batch).
       dtype: a precision policy, as for `from_torch`: `jnp.bfloat16` runs a float32 checkpoint as
         `torch.autocast` would (the cache then holds bfloat16 keys and values);
@@ -674,7 +711,7 @@ def _from_causal_lm(model, max_length: int, max_batch: int, autocast: Callable) 
     layer_types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
     return CausalLM(converted, cache_specs=step.cache_specs(1), decoder=decoder, prefill_for=prefill_for,
                     max_batch=max_batch, max_length=max_length, layer_types=layer_types,
-                    generation_config=_generation_config(model), name=type(model).__name__)
+                    generation_config=_generation_config(model), name=type(model).__name__, rolls=step.windows_only)
 
 
 def _convert_steps(step: CausalLMStep, specs, rows, autocast: Callable):

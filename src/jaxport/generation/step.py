@@ -104,6 +104,17 @@ class CausalLMStep(torch.nn.Module):
         forward = inspect.signature(model.forward).parameters
         self._cache_argument = adapter.cache_argument(model)
         self._takes_positions = "position_ids" in forward
+        kinds = getattr(self.text_config, "layer_types", None)
+        #: Whether every layer keeps keys and values of a sliding window only (Mistral's), given
+        #: positions by the caller: what each step computes then depends on the positions of
+        #: earlier tokens relative to its own, never on a count of them, so a sequence can go on
+        #: past `max_length` (`CausalLM.rolls`). Chunked windows start at absolute positions: not these.
+        self.windows_only = (self._attends and self._takes_positions and not self._cross_attention
+                             and self._own_cache is None
+                             and getattr(self.text_config, "attention_chunk_size", None) is None
+                             and (kinds is None or set(kinds) == {"sliding_attention"})
+                             and all(set(layer) == {"keys", "values"} and layer["keys"][0][1] < max_length
+                                     for layer in self.layer_states if layer))
         from transformers import GenerationMixin
 
         # GPT-1 prepares its own inputs for generate (no position ids); the generic preparation
