@@ -81,17 +81,17 @@ class CausalLMStep(torch.nn.Module):
     """
 
     def __init__(self, model: torch.nn.Module, max_length: int, *, split: bool = False, decoding: bool = False,
-                 probed: tuple[list, bool, type | None] | None = None):
+                 probed: _Probed | None = None):
         super().__init__()
         self.model = model
         self.max_length = max_length
         self.decoding = decoding
         self.text_config = model.config.get_text_config()
+        self._probed = probed = probed or _probe(model, max_length)
         #: Each layer's states as it caches them ({name: (shape without the batch, slots included,
         #: dtype)}, in the dtypes it caches in (under autocast, if the caller traces under it).
-        #: And whether the model keeps them in an `EncoderDecoderCache`, and the cache class of its
-        #: own that keeps states beside its layers (MiniMax's), which its code insists on.
-        self.layer_states, self._cross_attention, self._own_cache = probed or _cached_states(model, max_length)
+        self.layer_states = probed.layers
+        self._cross_attention, self._own_cache = probed.cross_attention, probed.own_cache
         #: Whether the model keeps no cache: each step runs it over every token so far.
         self.recomputes = [set(layer) for layer in self.layer_states] == [{_TOKENS}]
         #: Whether some layer keeps recurrent states: prefill and decode are then two programs.
@@ -121,17 +121,13 @@ class CausalLMStep(torch.nn.Module):
         # passes positions counted over the mask
         self._own_generation_inputs = (type(model).prepare_inputs_for_generation
                                        is not GenerationMixin.prepare_inputs_for_generation)
-        #: How a model without a cache is run over its tokens (XLM: with a mask token after them).
-        self._plain = _plain_generation(model) if self.recomputes else None
-        #: Whether the model passes its recurrent states in a list of its own (RWKV's `state`).
-        self._own_state = not self._attends and len(self.layer_states) == 1 and bool(self.layer_states[0]) and \
-            _OWN_STATE in forward and all(adapter.recurrent_slot(name) for name in self.layer_states[0])
+        self._plain, self._own_state = probed.plain, probed.own_state
 
     def variant(self, *, split: bool = False, decoding: bool = False) -> CausalLMStep:
         """The same model's step as one of a split model's two programs, on the states this one
         read (the probe's forward is not run again)."""
         return CausalLMStep(self.model, self.max_length, split=split, decoding=decoding,
-                            probed=(self.layer_states, self._cross_attention, self._own_cache))
+                            probed=self._probed)
 
     def cache_specs(self, batch: int) -> list[dict[str, tuple[tuple[int, ...], torch.dtype]]]:
         """Each layer's states for `batch` rows: {name: (shape, dtype)}."""
@@ -268,16 +264,32 @@ class CausalLMStep(torch.nn.Module):
         return out.logits.index_select(1, slots + 1), [{_TOKENS: tokens}]
 
 
-def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[str, tuple[tuple[int, ...], torch.dtype]]], bool,
-                                                                     type | None]:
+@dataclasses.dataclass(frozen=True)
+class _Probed:
+    """What one forward of two tokens shows of how a model caches (`_probe`)."""
+
+    #: Each layer's states: {name: (shape without the batch, slots included, dtype)}.
+    layers: list[dict[str, tuple[tuple[int, ...], torch.dtype]]]
+    #: Whether they are kept in an `EncoderDecoderCache` (a BERT-style decoder).
+    cross_attention: bool = False
+    #: The model's own cache class that keeps states beside its layers (MiniMax's), which its
+    #: code insists on; None for any other.
+    own_cache: type | None = None
+    #: Whether the model passes its recurrent states in a list of its own (RWKV's `state`).
+    own_state: bool = False
+    #: How a model without a cache is run over its tokens (XLM: with a mask token after them).
+    plain: _PlainGeneration | None = None
+
+
+def _probe(model: torch.nn.Module, max_length: int) -> _Probed:
     """Each layer's states ({name: (shape without the batch, `max_length` slots where it has
     slots, dtype)}), read from what the model caches in one forward of two tokens: multi-query,
     grouped-query and latent attention (keys and values of different sizes), indexers, recurrent
     layers' conv and scan states, shared layers and layers unlike their neighbours all as they
     are, not as the config's head counts would have them. And whether the model keeps them in
-    an `EncoderDecoderCache` (a BERT-style decoder, its cross-attention cache left empty), and
-    the class of a cache that keeps some states beside its layers (MiniMax's linear attention,
-    `adapter.STATES_BESIDE_LAYERS`), None for any other."""
+    an `EncoderDecoderCache` (a BERT-style decoder, its cross-attention cache left empty), the
+    class of a cache that keeps some states beside its layers (MiniMax's linear attention,
+    `adapter.STATES_BESIDE_LAYERS`), RWKV's list of states, or no cache at all."""
     from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
     name = type(model).__name__
@@ -287,10 +299,11 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[s
     state = getattr(out, _OWN_STATE, None)
     if cache is None and isinstance(state, (list, tuple)) and state and all(isinstance(t, torch.Tensor) for t in state):
         # RWKV: its recurrent states, a list of fixed shapes ([B, hidden, layers]), as one layer's
-        return [{_own_state_name(i): (tuple(t.shape[1:]), t.dtype) for i, t in enumerate(state)}], False, None
+        return _Probed([{_own_state_name(i): (tuple(t.shape[1:]), t.dtype) for i, t in enumerate(state)}],
+                       own_state=True)
     if cache is None and not any(hasattr(out, own) for own in _OWN_CACHES):
-        appended = _plain_generation(model).appended is not None
-        return [{_TOKENS: ((max_length + appended,), torch.int32)}], False, None
+        plain = _plain_generation(model)
+        return _Probed([{_TOKENS: ((max_length + (plain.appended is not None),), torch.int32)}], plain=plain)
     cross_attention = isinstance(cache, EncoderDecoderCache)
     if cross_attention:
         if cache.cross_attention_cache.get_seq_length():
@@ -347,7 +360,7 @@ def _cached_states(model: torch.nn.Module, max_length: int) -> tuple[list[dict[s
             layer.update({name: (tuple(tensor.shape[1:]), tensor.dtype) for name, tensor in kept.items()})
     if not any(layers):
         raise InputError(f"{name}: no layer of it caches keys, values or recurrent states")
-    return layers, cross_attention, None if beside is None else type(cache)
+    return _Probed(layers, cross_attention, None if beside is None else type(cache))
 
 
 def _holds_tensors(value: Any) -> bool:
