@@ -52,6 +52,21 @@ def test_grouped_query_attention_is_switched_for_the_context_only():
     assert not _asks(mask)
 
 
+def test_block_ids_are_padded_to_the_mask_inside_the_context_only():
+    """Gemma 3/4's image-block ids: transformers pads them to `kv_length + kv_offset` (a sliding
+    layer's offset is a value in a step); inside the context, to the 2-D mask's length."""
+    from transformers import masking_utils
+
+    original = masking_utils.maybe_pad_block_sequence_ids
+    ids, mask = torch.tensor([[4, 4, -1]]), torch.ones(1, 8, dtype=torch.long)
+    assert original(ids, mask, 5, 0).tolist() == [[4, 4, -1, -1, -1]]
+    with adapter.block_ids_over_the_whole_mask():
+        padded = masking_utils.maybe_pad_block_sequence_ids(ids, mask, 5, 0)
+        assert padded.tolist() == [[4, 4, -1, -1, -1, -1, -1, -1]]
+        assert masking_utils.maybe_pad_block_sequence_ids(ids, None, 5, 0).tolist() == [[4, 4, -1, -1, -1]]
+    assert masking_utils.maybe_pad_block_sequence_ids is original
+
+
 def _llama(seed=0):
     torch.manual_seed(seed)
     config = transformers.LlamaConfig(**_SMALL)
