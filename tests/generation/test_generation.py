@@ -681,6 +681,17 @@ def test_a_decoder_without_a_mask_over_its_cache_is_refused_by_name():
         jaxport.from_causal_lm(model, max_length=10)
 
 
+def test_a_decoder_over_delayed_codebooks_is_refused_by_name():
+    """MusicGen's generate rewrites each step's inputs in a delay pattern over its codebooks."""
+    config = transformers.MusicgenDecoderConfig(hidden_size=32, ffn_dim=64, num_hidden_layers=2,
+                                                num_attention_heads=4, vocab_size=100, num_codebooks=2)
+    torch.manual_seed(18)
+    model = transformers.MusicgenForCausalLM(config).eval()
+    with pytest.raises(jaxport.InputError, match=r"MusicgenForCausalLM: its generate lays each step's codebooks "
+                       r"out in a delay pattern"):
+        jaxport.from_causal_lm(model, max_length=10)
+
+
 def test_layers_the_text_never_fills_cache_nothing():
     """Mllama's cross-attention layer, without an image, never fills its cache: the step carries
     nothing for it, and text-only generation matches transformers'."""

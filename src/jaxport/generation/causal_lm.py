@@ -691,6 +691,12 @@ class _FixedCount(ExportError):
 
 
 def _from_causal_lm(model, max_length: int, max_batch: int, autocast: Callable) -> CausalLM:
+    if callable(getattr(model, "build_delay_pattern_mask", None)):
+        # MusicGen: its preparation of each step's inputs overwrites them with a delay pattern
+        # over its codebooks (each codebook one step behind the one before), which a step over
+        # given tokens does not apply
+        raise InputError(f"{type(model).__name__}: its generate lays each step's codebooks out in a delay "
+                         "pattern (build_delay_pattern_mask), which from_causal_lm does not reproduce")
     step = CausalLMStep(model, max_length)
     if max_batch > 1 and step.decoding_mixes_rows():
         raise InputError(f"{type(model).__name__}: decoding two rows at once mixes their states in transformers' "
