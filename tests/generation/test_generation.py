@@ -654,41 +654,35 @@ def test_a_cache_with_unknown_states_outside_its_layers_is_refused_by_name():
         jaxport.from_causal_lm(model, max_length=10)
 
 
-def test_a_cache_holding_tokens_of_its_own_is_refused_by_name():
-    """CPM-Ant caches prompt tokens of its own ahead of the text and masks by counting tokens
-    back from the end of a growing sequence: nothing a cache of fixed slots lays out."""
-    config = transformers.CpmAntConfig(hidden_size=32, num_attention_heads=4, dim_head=8, dim_ff=64,
-                                       num_hidden_layers=2, vocab_size=100, prompt_length=4, prompt_types=3)
+#: Models `from_causal_lm` refuses by name once it has probed them: (model class, config, message).
+REFUSED = [
+    # CPM-Ant caches prompt tokens of its own ahead of the text and masks by counting tokens back
+    # from the end of a growing sequence: nothing a cache of fixed slots lays out
+    pytest.param("CpmAntForCausalLM", lambda: transformers.CpmAntConfig(
+        hidden_size=32, num_attention_heads=4, dim_head=8, dim_ff=64, num_hidden_layers=2, vocab_size=100,
+        prompt_length=4, prompt_types=3),
+        r"CpmAntForCausalLM: layer 0 \(DynamicLayer\) cached keys of 6 tokens for the 2 it was given", id="cpmant"),
+    # ProphetNet's decoder builds no attention mask once it has a cache: over a cache of fixed slots
+    # it would attend to the empty ones. torch.export stops at its `int()` of the cache's length;
+    # the refusal says why the model cannot be taken, not where the export stopped
+    pytest.param("ProphetNetForCausalLM", lambda: transformers.ProphetNetConfig(
+        hidden_size=32, num_encoder_attention_heads=4, num_decoder_attention_heads=4, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, num_encoder_layers=2, num_decoder_layers=2, vocab_size=100, ngram=2,
+        decoder_start_token_id=0),
+        r"ProphetNetForCausalLM: its decoder builds no attention mask once it has a cache", id="prophetnet"),
+    # MusicGen's generate rewrites each step's inputs in a delay pattern over its codebooks
+    pytest.param("MusicgenForCausalLM", lambda: transformers.MusicgenDecoderConfig(
+        hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4, vocab_size=100, num_codebooks=2),
+        r"MusicgenForCausalLM: its generate lays each step's codebooks out in a delay pattern", id="musicgen"),
+]
+
+
+@pytest.mark.parametrize("model_class,config,message", REFUSED)
+def test_a_model_whose_generation_a_cache_of_fixed_slots_cannot_follow_is_refused_by_name(model_class, config,
+                                                                                          message):
     torch.manual_seed(16)
-    model = transformers.CpmAntForCausalLM(config).eval()
-    with pytest.raises(jaxport.InputError, match=r"CpmAntForCausalLM: layer 0 \(DynamicLayer\) cached keys of 6 "
-                       r"tokens for the 2 it was given"):
-        jaxport.from_causal_lm(model, max_length=10)
-
-
-def test_a_decoder_without_a_mask_over_its_cache_is_refused_by_name():
-    """ProphetNet's decoder builds no attention mask once it has a cache: over a cache of fixed
-    slots it would attend to the empty ones. torch.export stops at its `int()` of the cache's
-    length; the refusal says why the model cannot be taken, not where the export stopped."""
-    config = transformers.ProphetNetConfig(hidden_size=32, num_encoder_attention_heads=4,
-                                           num_decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
-                                           num_encoder_layers=2, num_decoder_layers=2, vocab_size=100, ngram=2,
-                                           decoder_start_token_id=0)
-    torch.manual_seed(17)
-    model = transformers.ProphetNetForCausalLM(config).eval()
-    with pytest.raises(jaxport.InputError, match=r"ProphetNetForCausalLM: its decoder builds no attention mask "
-                       r"once it has a cache"):
-        jaxport.from_causal_lm(model, max_length=10)
-
-
-def test_a_decoder_over_delayed_codebooks_is_refused_by_name():
-    """MusicGen's generate rewrites each step's inputs in a delay pattern over its codebooks."""
-    config = transformers.MusicgenDecoderConfig(hidden_size=32, ffn_dim=64, num_hidden_layers=2,
-                                                num_attention_heads=4, vocab_size=100, num_codebooks=2)
-    torch.manual_seed(18)
-    model = transformers.MusicgenForCausalLM(config).eval()
-    with pytest.raises(jaxport.InputError, match=r"MusicgenForCausalLM: its generate lays each step's codebooks "
-                       r"out in a delay pattern"):
+    model = getattr(transformers, model_class)(config()).eval()
+    with pytest.raises(jaxport.InputError, match=message):
         jaxport.from_causal_lm(model, max_length=10)
 
 
