@@ -42,6 +42,7 @@ from .errors import (
     InputError,
     JaxportError,
     LoweringError,
+    MaxBatchError,
     ModelFileError,
     SerializationError,
     UnsupportedDtypeError,
@@ -58,7 +59,7 @@ _cache.configure()
 
 __all__ = [
     "CausalLM", "EmitError", "ExportError", "ExportedModel", "InputError", "JaxModel", "JaxTensor",
-    "JaxportError", "LoweringError", "ModelFileError", "Precision", "SerializationError", "UnsupportedDtypeError",
+    "JaxportError", "LoweringError", "MaxBatchError", "ModelFileError", "Precision", "SerializationError", "UnsupportedDtypeError",
     "UnsupportedOpsError", "disable_eager", "eager", "emit", "enable_eager", "export", "from_causal_lm",
     "from_exported_program", "from_onnx", "from_torch", "load_exported", "lowerings", "register_lowering", "verify",
 ]

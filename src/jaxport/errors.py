@@ -87,5 +87,14 @@ class InputError(JaxportError, TypeError):
     """A `JaxModel` was called with inputs of the wrong count, shape or dtype."""
 
 
+class MaxBatchError(InputError):
+    """`from_causal_lm` takes this model only with a smaller `max_batch` (RWKV: its batched
+    decoding in transformers mixes the rows' states); `max_batch` is the largest it takes."""
+
+    def __init__(self, message: str, max_batch: int):
+        super().__init__(message)
+        self.max_batch = max_batch
+
+
 class SerializationError(JaxportError, ValueError):
     """A model that cannot be exported as asked, or a directory that holds no loadable artifact."""

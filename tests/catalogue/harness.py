@@ -645,9 +645,7 @@ def generate(model) -> dict:
     # these prompts (MusicGen's generate wants its rows of codebooks)
     try:
         lm = jaxport.from_causal_lm(model, max_length=SEQ + NEW_TOKENS, max_batch=BATCH)
-    except jaxport.InputError as e:
-        if "max_batch=1" not in str(e):
-            raise
+    except jaxport.MaxBatchError as e:
         return _generate_row_by_row(model, ids, mask, pad, reason=str(e))
     try:
         with torch.no_grad():

@@ -208,6 +208,7 @@ def test_a_model_of_windows_only_decodes_past_max_length(model_type):
     ids[1, :6], mask[1, :6] = 0, 0
     lm = jaxport.from_causal_lm(model, max_length=8, max_batch=3)
     assert lm.rolls and [layer["keys"].shape[2] for layer in lm.init_cache(3)["layers"]] == [3, 3]
+    assert lm.layer_types == ("sliding_attention", "sliding_attention")
     got = np.asarray(lm.generate(ids, mask, max_new_tokens=30, pad_token_id=0))
     want = hf_generate(model, ids, mask, do_sample=False, max_new_tokens=30)
     np.testing.assert_array_equal(got, want)
@@ -629,8 +630,9 @@ def test_rwkv_generates_row_by_row_and_refuses_batches():
         got = np.asarray(lm.generate(prompt, torch.ones_like(prompt), max_new_tokens=NEW_TOKENS, pad_token_id=0))
         want = hf_generate(model, prompt, torch.ones_like(prompt), do_sample=False, max_new_tokens=NEW_TOKENS)
         np.testing.assert_array_equal(got, want)
-    with pytest.raises(jaxport.InputError, match=r"RwkvForCausalLM: decoding two rows at once mixes their states"):
+    with pytest.raises(jaxport.MaxBatchError, match=r"RwkvForCausalLM: decoding two rows at once mixes their states") as refusal:
         jaxport.from_causal_lm(model, max_length=10, max_batch=2)
+    assert refusal.value.max_batch == 1
 
 
 class _LlamaWithStatesOutside(transformers.LlamaForCausalLM):

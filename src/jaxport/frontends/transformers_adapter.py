@@ -17,6 +17,9 @@ What lives here:
 - JetMoE's experts (`JetMoeParallelExperts.forward`), switched inside a context to one grouped
   product over group sizes as values (`experts_as_grouped_products`), and `grouped_mm_fallback`,
   the custom op transformers registers for its own grouped products;
+- `masking_utils.maybe_pad_block_sequence_ids`, switched inside a context to pad a step's block
+  ids (Gemma 3 and 4's image blocks) to its 2-D attention mask's length
+  (`block_ids_over_the_whole_mask`);
 - the static cache a step of `CausalLMStep` runs on: transformers' static layers, given the
   tensors of jaxport's cache through their private fields (`seen`, `cumulative_length`,
   `is_initialized`, the indexer's and recurrent layers' twins, `has_previous_state`), and

@@ -44,7 +44,7 @@ from ..backends.model import JaxModel
 from ..backends.serialization import export
 from ..convert import from_torch
 from ..devices import module_device
-from ..errors import ExportError, InputError
+from ..errors import ExportError, InputError, MaxBatchError
 from ..frontends import transformers_adapter
 from ..frontends.hugging_face import is_model
 from ..precision import precision_policy
@@ -668,6 +668,7 @@ def from_causal_lm(model: torch.nn.Module, *, max_length: int, max_batch: int = 
       max_length: cache slots per row: the longest prompt plus new tokens. A model whose every layer
         keeps a sliding window decodes past it (`CausalLM.rolls`): it bounds the prompt only.
       max_batch: the most rows a cache holds (the step is exported with the batch symbolic, 1..max_batch).
+        A model whose batched decoding is not its own row by row (RWKV's) raises `MaxBatchError` above 1.
       dtype: a precision policy, as for `from_torch`: `jnp.bfloat16` runs a float32 checkpoint as
         `torch.autocast` would (the cache then holds bfloat16 keys and values);
         `jaxport.Precision(compute=jnp.bfloat16, params=jnp.bfloat16)` stores the weights in it too.
@@ -699,9 +700,9 @@ def _from_causal_lm(model, max_length: int, max_batch: int, autocast: Callable) 
                          "pattern (build_delay_pattern_mask), which from_causal_lm does not reproduce")
     step = CausalLMStep(model, max_length)
     if max_batch > 1 and step.decoding_mixes_rows():
-        raise InputError(f"{type(model).__name__}: decoding two rows at once mixes their states in transformers' "
-                         "code (a [B, H] state added to [B, 1, H] activations), so its batched tokens are not its "
-                         "own row by row; from_causal_lm takes it with max_batch=1")
+        raise MaxBatchError(f"{type(model).__name__}: decoding two rows at once mixes their states in transformers' "
+                            "code (a [B, H] state added to [B, 1, H] activations), so its batched tokens are not its "
+                            "own row by row; from_causal_lm takes it with max_batch=1", max_batch=1)
     batch = min(2, max_batch)  # 2 keeps torch.export from specializing the batch to 1
     specs = step.cache_specs(batch)
     rows = torch.export.Dim("batch", min=1, max=max_batch) if max_batch > 1 else torch.export.Dim.STATIC
@@ -713,11 +714,25 @@ def _from_causal_lm(model, max_length: int, max_batch: int, autocast: Callable) 
                              "over a cache of fixed slots it would attend to the empty ones; from_causal_lm does "
                              "not take it") from None
         raise
-    config = step.text_config
-    layer_types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
     return CausalLM(converted, cache_specs=step.cache_specs(1), decoder=decoder, prefill_for=prefill_for,
-                    max_batch=max_batch, max_length=max_length, layer_types=layer_types,
+                    max_batch=max_batch, max_length=max_length, layer_types=_layer_types(step.text_config),
                     generation_config=_generation_config(model), name=type(model).__name__, rolls=step.windows_only)
+
+
+def _layer_types(config) -> list[str]:
+    """Each layer's attention: the config's `layer_types`, else as transformers' cache reads a
+    config without them (Mistral's): a `sliding_window` makes every layer a sliding one, an
+    `attention_chunk_size` a chunked one."""
+    kinds = getattr(config, "layer_types", None)
+    if kinds:
+        return list(kinds)
+    if getattr(config, "sliding_window", None) is not None:
+        kind = "sliding_attention"
+    elif getattr(config, "attention_chunk_size", None) is not None:
+        kind = "chunked_attention"
+    else:
+        kind = "full_attention"
+    return [kind] * config.num_hidden_layers
 
 
 def _convert_steps(step: CausalLMStep, specs, rows, autocast: Callable):
