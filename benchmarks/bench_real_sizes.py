@@ -46,6 +46,7 @@ import time
 import numpy as np
 import torch
 import transformers
+from tests.support.zoo import calibrate_batch_norms
 
 from _report import interleaved, publish, stamp
 from jaxport.compare import compare, first_output
@@ -159,22 +160,6 @@ def clip(batch):
 
 MODELS = {f.__name__: f for f in (bert, gpt2, llama, mixtral, t5, vit, swin, clip, whisper_encoder, wav2vec2, convnext,
                                    resnet18, resnet50, mobilenet_v2, efficientnet_b0)}
-
-
-def calibrate_batch_norms(module: torch.nn.Module, inputs: dict) -> None:
-    """Set every BatchNorm's running statistics to those of `inputs`, as training would have:
-    with the random initial ones (mean 0, variance 1) a deep CNN's activations shrink layer by
-    layer into float32's subnormal range, where CPUs slow down and nothing is realistic."""
-    norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
-    if not norms:
-        return
-    for norm in norms:
-        norm.reset_running_stats()
-        norm.momentum = None  # a cumulative average: one pass sets the statistics outright
-    module.train()
-    with torch.no_grad():
-        module(**inputs)
-    module.eval()
 
 
 def measure(name: str, batch: int, runs: int, backends, device: str = "cpu") -> dict:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tests.catalogue import shrink
+from tests.support import zoo
 from tests.support.numeric import compare_values
 
 # task -> the auto mapping in transformers.models.auto.modeling_auto that lists its model types
@@ -447,7 +448,7 @@ def build(task: str, model_type: str):
             first_error = first_error or e
     else:
         raise first_error
-    if _calibrate_batch_norms(model, inputs):
+    if zoo.calibrate_batch_norms(model, inputs):
         with torch.no_grad():
             reference = model(**inputs)
     windowed: set[str] = set()
@@ -491,27 +492,6 @@ def _realistic_weights(model) -> None:
                 fan_in = weight[0].numel() if isinstance(module, nn.Linear) or not getattr(
                     module, "transposed", False) else weight.shape[1] * weight[0, 0].numel()
                 weight.copy_(torch.randn(weight.shape, generator=generator) / math.sqrt(fan_in))
-
-
-def _calibrate_batch_norms(model, inputs: dict) -> bool:
-    """Set every BatchNorm's running statistics to those of `inputs`, as training leaves them
-    (one pass of the BatchNorms alone in training mode, as a cumulative average); whether the
-    model has any. With the initial ones (mean 0, variance 1) nothing renormalizes a CNN's
-    activations, and EfficientNet's fall tenfold a block, to 1e-7 at its logits."""
-    import torch
-
-    momenta = {m: m.momentum for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)}
-    for norm in momenta:
-        norm.reset_running_stats()
-        norm.momentum = None
-        norm.train()
-    if momenta:
-        with torch.no_grad():
-            model(**inputs)
-    for norm, momentum in momenta.items():
-        norm.momentum = momentum
-        norm.eval()
-    return bool(momenta)
 
 
 def _redraw_zero_weights(model) -> None:

@@ -19,6 +19,26 @@ SENTENCES = [
 ]
 
 
+def calibrate_batch_norms(module: torch.nn.Module, inputs: dict) -> bool:
+    """Set every BatchNorm's running statistics to those of `inputs`, as training leaves them
+    (one pass with the BatchNorms alone in training mode, as a cumulative average); whether the
+    module has any. With the initial ones (mean 0, variance 1) nothing renormalizes a CNN's
+    activations: they shrink block by block (EfficientNet's to 1e-7 at its logits), into
+    float32's subnormal range, where CPUs slow down and no comparison tests anything."""
+    momenta = {m: m.momentum for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)}
+    for norm in momenta:
+        norm.reset_running_stats()
+        norm.momentum = None  # a cumulative average: one pass sets the statistics outright
+        norm.train()
+    if momenta:
+        with torch.no_grad():
+            module(**inputs)
+    for norm, momentum in momenta.items():
+        norm.momentum = momentum
+        norm.eval()
+    return bool(momenta)
+
+
 def cache_name() -> str:
     """The name the installed transformers gives a model's cache, as its output field and forward
     argument (renamed in 5.24), told from the release rather than by jaxport's own adapter."""
