@@ -1,8 +1,9 @@
 """Timing on equal terms and the provenance every result carries.
 
 `interleaved` times several backends in turns, wall and CPU time per call; `stamp` says which
-commit, date, machine, library versions and thread settings a result comes from; `publish`
-prints a table under the stamps of the rows it was made from.
+commit, date, machine, library versions and thread settings a result comes from; `measured_apart`
+runs one row's measurement in a process of its own and appends the row to the results file;
+`publish` prints a table under the stamps of the rows it was made from.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ import dataclasses
 import datetime
 import functools
 import importlib.metadata
+import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import time
@@ -93,6 +96,35 @@ def stamp() -> dict:
     return {"commit": _commit(), "date": datetime.date.today().isoformat(),
             "machine": f"{platform.machine()} {_cpu_model()}, {os.cpu_count()} cores",
             "versions": versions, **flags, **_setup.settings()}
+
+
+def measured_apart(command: list[str], identity: dict, results: str, timeout: float | None = None,
+                   env: dict | None = None) -> dict:
+    """The row a worker (`command`: a benchmark script with its `--worker` arguments) prints as
+    its last line of JSON, measured in a process of its own so that compiled programs and caches
+    do not pile up from one row to the next, with the fields of `identity` (which row it is). A
+    worker that fails, or runs past `timeout` seconds, gives `identity` with the error. The row is
+    stamped (`stamp()` where the worker did not) and appended to the `results` file as it comes,
+    so a long run keeps what it measured."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+        lines = done.stdout.strip().splitlines()
+        row = {**identity, **json.loads(lines[-1])} if done.returncode == 0 and lines else {
+            **identity, "error": _last_error(done.stderr)}
+    except subprocess.TimeoutExpired:
+        row = {**identity, "error": f"over {timeout:.0f} s"}
+    row.setdefault("stamp", stamp())
+    os.makedirs(os.path.dirname(results) or ".", exist_ok=True)
+    with open(results, "a") as f:
+        f.write(json.dumps(row) + "\n")
+    return row
+
+
+def _last_error(stderr: str) -> str:
+    """The exception line of a worker's traceback (not JAX's note on filtered frames after it)."""
+    lines = stderr.strip().splitlines() or ["no output"]
+    errors = [line for line in lines if re.match(r"[\w.]+(Error|Exception|Exit)\b", line)]
+    return (errors or lines)[-1][:200]
 
 
 def describe(stamps: Iterable[dict]) -> str:

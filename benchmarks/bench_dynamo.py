@@ -28,13 +28,12 @@ import _setup  # first: pins the cores before JAX and torch start
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
 import torch
 
-from _report import interleaved, publish, stamp
+from _report import interleaved, measured_apart, publish, stamp
 from bench_real_sizes import MODELS, calibrate_batch_norms
 from jaxport.compare import first_output
 
@@ -110,7 +109,6 @@ def main() -> None:
         row["stamp"] = stamp()
         print(json.dumps(row))
         return
-    os.makedirs(os.path.dirname(opts.results) or ".", exist_ok=True)
     rows = []
     for name in opts.models:
         for task in opts.tasks:
@@ -119,17 +117,8 @@ def main() -> None:
             # Inductor's on-disk caches off, so its compile time is a first compile as jaxport's is
             # (JAX's persistent compilation cache is off by default).
             env = {**os.environ, "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
-            try:  # one process each: Dynamo's caches and compiled programs do not pile up
-                proc = subprocess.run(command, capture_output=True, text=True, timeout=opts.timeout, env=env)
-                lines = proc.stdout.strip().splitlines()
-                row = json.loads(lines[-1]) if proc.returncode == 0 and lines else {
-                    "model": name, "batch": opts.batch, "task": task,
-                    "error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:160]}
-            except subprocess.TimeoutExpired:
-                row = {"model": name, "batch": opts.batch, "task": task, "error": f"over {opts.timeout:.0f} s"}
-            row.setdefault("stamp", stamp())
-            with open(opts.results, "a") as f:
-                f.write(json.dumps(row) + "\n")
+            row = measured_apart(command, {"model": name, "batch": opts.batch, "task": task}, opts.results,
+                                 opts.timeout, env)
             rows.append(row)
             print(table([row]).splitlines()[-1], flush=True)
     publish(table(rows), opts.markdown,

@@ -38,7 +38,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -48,7 +47,7 @@ from tests.support import zoo
 from torch._dynamo.backends.common import aot_autograd
 
 import jaxport
-from _report import interleaved, publish, stamp
+from _report import interleaved, measured_apart, publish, stamp
 from jaxport import dynamo
 from jaxport.compare import first_output
 
@@ -165,23 +164,12 @@ def main() -> None:
         row["stamp"] = stamp()
         print(json.dumps(row))
         return
-    os.makedirs(os.path.dirname(opts.results) or ".", exist_ok=True)
     rows = []
     for name in opts.models:
         command = [sys.executable, __file__, "--worker", name, "--runs", str(opts.runs),
                    "--cores", str(_setup.THREADS)]
-        try:  # one process each: Dynamo's caches and compiled programs do not pile up
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=opts.timeout)
-            lines = proc.stdout.strip().splitlines()
-            row = json.loads(lines[-1]) if proc.returncode == 0 and lines else {
-                "model": name, "error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:160]}
-        except subprocess.TimeoutExpired:
-            row = {"model": name, "error": f"over {opts.timeout:.0f} s"}
-        row.setdefault("stamp", stamp())
-        if opts.label:
-            row["label"] = opts.label
-        with open(opts.results, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        label = {"label": opts.label} if opts.label else {}
+        row = measured_apart(command, {"model": name, **label}, opts.results, opts.timeout)
         rows.append(row)
         print(table([row]).splitlines()[-1], flush=True)
     publish(table(rows), opts.markdown,

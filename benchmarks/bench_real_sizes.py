@@ -38,7 +38,6 @@ import copy
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,7 +47,7 @@ import torch
 import transformers
 from tests.support.zoo import calibrate_batch_norms
 
-from _report import interleaved, publish, stamp
+from _report import interleaved, measured_apart, publish, stamp
 from jaxport.compare import compare, first_output
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "real_sizes_{cores}core.jsonl")
@@ -271,13 +270,6 @@ def _add_torchax(module, inputs, reference, row, fns, setup) -> None:
     fns["torchax"] = lambda: jax.block_until_ready(jitted(states, tinputs))
 
 
-def _last_error(stderr: str) -> str:
-    """The exception line of a worker's traceback (not JAX's note on filtered frames after it)."""
-    lines = stderr.strip().splitlines() or ["?"]
-    errors = [line for line in lines if re.match(r"[\w.]+(Error|Exception|Exit)\b", line)]
-    return (errors or lines)[-1][:200]
-
-
 def read(path: str) -> dict:
     rows = {}
     if os.path.exists(path):
@@ -335,7 +327,6 @@ def main() -> None:
         row["stamp"] = stamp()
         print(json.dumps(row))
         return
-    os.makedirs(os.path.dirname(opts.results) or ".", exist_ok=True)
     done = read(opts.results)
     for name in [] if opts.report else opts.models:
         for batch in opts.batches:
@@ -343,16 +334,7 @@ def main() -> None:
                 continue
             command = [sys.executable, __file__, "--worker", name, str(batch), "--runs", str(opts.runs),
                        "--device", opts.device, "--cores", str(_setup.THREADS), "--backends", *opts.backends]
-            try:  # one process each: compiled programs and exported files do not pile up
-                proc = subprocess.run(command, capture_output=True, text=True, timeout=opts.timeout)
-                lines = proc.stdout.strip().splitlines()
-                row = json.loads(lines[-1]) if proc.returncode == 0 and lines else {
-                    "model": name, "batch": batch, "error": _last_error(proc.stderr)}
-            except subprocess.TimeoutExpired:
-                row = {"model": name, "batch": batch, "error": f"over {opts.timeout:.0f} s"}
-            row.setdefault("stamp", stamp())
-            with open(opts.results, "a") as f:
-                f.write(json.dumps(row) + "\n")
+            row = measured_apart(command, {"model": name, "batch": batch}, opts.results, opts.timeout)
             done[(name, batch)] = row
             print(table({(name, batch): row}, [name], [batch]).splitlines()[-1], flush=True)
     rows = read(opts.results)
