@@ -15,7 +15,7 @@ import jaxport
 #: The common path: what `import jaxport` promises.
 TOP_LEVEL = {
     "CausalLM", "EmitError", "ExportError", "ExportedModel", "InputError", "JaxModel", "JaxTensor", "JaxportError",
-    "LoweringError", "ModelFileError", "Precision", "SerializationError", "UnsupportedDtypeError", "UnsupportedOpsError",
+    "LoweringError", "MaxBatchError", "ModelFileError", "Precision", "SerializationError", "UnsupportedDtypeError", "UnsupportedOpsError",
     "disable_eager", "eager", "emit", "enable_eager", "export", "from_causal_lm", "from_exported_program",
     "from_onnx", "from_torch", "load_exported", "lowerings", "register_lowering", "verify",
 }

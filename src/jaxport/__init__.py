@@ -59,9 +59,10 @@ _cache.configure()
 
 __all__ = [
     "CausalLM", "EmitError", "ExportError", "ExportedModel", "InputError", "JaxModel", "JaxTensor",
-    "JaxportError", "LoweringError", "MaxBatchError", "ModelFileError", "Precision", "SerializationError", "UnsupportedDtypeError",
-    "UnsupportedOpsError", "disable_eager", "eager", "emit", "enable_eager", "export", "from_causal_lm",
-    "from_exported_program", "from_onnx", "from_torch", "load_exported", "lowerings", "register_lowering", "verify",
+    "JaxportError", "LoweringError", "MaxBatchError", "ModelFileError", "Precision", "SerializationError",
+    "UnsupportedDtypeError", "UnsupportedOpsError", "disable_eager", "eager", "emit", "enable_eager", "export",
+    "from_causal_lm", "from_exported_program", "from_onnx", "from_torch", "load_exported", "lowerings",
+    "register_lowering", "verify",
 ]
 
 

@@ -135,7 +135,8 @@ class CausalLM:
         self.params = (step or decoder).params
         self.max_batch = max_batch
         self.max_length = max_length
-        #: Each layer's attention ("full_attention", "sliding_attention", ...), as the model's config says.
+        #: Each layer's attention ("full_attention", "sliding_attention", ...), as the model's config
+        #: says or, where it names none, as transformers' cache reads it (`_layer_types`).
         self.layer_types = tuple(layer_types)
         #: The model's generation config with transformers' defaults filled in: `generate`'s defaults.
         self.generation_config = generation_config
