@@ -53,9 +53,9 @@ def test_a_release_below_its_floor_names_both_and_the_fix():
             "jaxport[onnx] needs onnxruntime>=1.19; this environment has onnxruntime 1.18.0 "
             "(pip install -U 'onnxruntime>=1.19')")):
         versions.check("onnxruntime", "1.18.0")
-    with pytest.raises(ImportError, match=re.escape("jaxport needs torch>=2.13; this environment has torch 2.12.1")):
-        versions.check("torch", "2.12.1")
-    versions.check("torch", "2.13.0+cpu")
+    with pytest.raises(ImportError, match=re.escape("jaxport needs torch>=2.9; this environment has torch 2.8.0+cu128")):
+        versions.check("torch", "2.8.0+cu128")
+    versions.check("torch", "2.9.0+cu128")
     versions.check("jax", "0.10.2")
 
 
@@ -66,7 +66,27 @@ def test_a_missing_optional_dependency_names_its_extra(monkeypatch):
 
 
 def test_import_jaxport_refuses_an_old_torch_in_one_line():
-    code = "import torch; torch.__version__ = '2.11.0'; import jaxport"
+    code = "import torch; torch.__version__ = '2.8.0'; import jaxport"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 1
-    assert "ImportError: jaxport needs torch>=2.13; this environment has torch 2.11.0" in done.stderr.splitlines()[-1]
+    assert "ImportError: jaxport needs torch>=2.9; this environment has torch 2.8.0" in done.stderr.splitlines()[-1]
+
+
+def _pinned(path: str) -> dict[str, str]:
+    with open(path) as f:
+        return dict(line.split("==") for line in (raw.split("#")[0].strip() for raw in f) if "==" in line)
+
+
+def test_a_compatibility_set_runs_the_releases_it_names():
+    """Under `make test-compat` (which names the set it runs), each release its requirements file
+    pins is the one imported (not `.venv`'s beneath it), and torch is a CUDA build, as GPU users
+    have it."""
+    compat_set = os.environ.get("JAXPORT_COMPAT_SET")
+    if compat_set is None:
+        pytest.skip("not under make test-compat")
+    import torch
+
+    for name, pinned in _pinned(os.path.join(ROOT, "requirements", f"compat-{compat_set}.txt")).items():
+        module = __import__(name)
+        assert versions.release(module.__version__) == versions.release(pinned), (name, module.__version__)
+    assert torch.version.cuda is not None, f"torch {torch.__version__} is not a CUDA build"

@@ -21,6 +21,7 @@ from .devices import module_device, moved
 from .frontends import hugging_face, torch_export, transformers_adapter
 from .frontends import onnx as onnx_frontend
 from .frontends.torch_export import quiet_torch_logs
+from .frontends.torch_export.structure import child_specs
 from .precision import Precision, precision_policy
 
 
@@ -90,7 +91,7 @@ def _returned_cache(ep: torch.export.ExportedProgram) -> tuple[str | None, Any]:
     spec = ep.call_spec.out_spec
     field = transformers_adapter.cache_field(spec.context if isinstance(spec.context, list) else [])
     if field is not None:
-        child = spec.children()[spec.context.index(field)]
+        child = child_specs(spec)[spec.context.index(field)]
         if hugging_face.is_described(child):
             return field, child
     return None, None

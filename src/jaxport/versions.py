@@ -14,11 +14,11 @@ import importlib
 import re
 from types import ModuleType
 
-#: {distribution: oldest release CI runs}. torch: the only CPU build the package index serves
-#: for Python 3.11; JAX: 0.6.2 fails (no `jax.export` as jaxport uses it), 0.7 is untried; the
-#: rest as the README's "Supported releases" says.
+#: {distribution: oldest release CI runs}. torch: the oldest release the package index serves for
+#: Python 3.11 (as a CUDA build, which runs without a GPU); JAX: 0.6.2 fails (no `jax.export` as
+#: jaxport uses it), 0.7 is untried; the rest as the README's "Supported releases" says.
 FLOORS = {
-    "torch": "2.13",
+    "torch": "2.9",
     "jax": "0.8",
     "numpy": "2.0",
     "transformers": "5.14",

@@ -26,8 +26,7 @@ if torch._C._get_privateuse1_backend_name() != "jax":
         _accelerator.keep(_machine_accelerator)
 if not hasattr(torch, "jax"):
     torch._register_device_module("jax", _device_module)
-    torch._C._acc.register_python_privateuseone_hook(_device_module.Hooks())
-    torch._C._acc.register_python_privateuseone_device_guard(_device_module.DeviceGuard())
+    _device_module.register_hooks()
 
 from . import dispatch as _dispatch  # noqa: E402, F401  (sets the table's dispatch)
 from .jax_tensor import JaxTensor  # noqa: E402

@@ -57,10 +57,10 @@ def keep(accelerator: torch.device, device_module: ModuleType | None = None) -> 
     }
     for name in _SAME_NAME:
         if hasattr(module, name):
-            replacements[name] = getattr(module, name)
+            replacements[name] = _forwarding(name, getattr(module, name))
     for name, theirs in _SAME_AS.items():
         if hasattr(module, theirs):
-            replacements[name] = getattr(module, theirs)
+            replacements[name] = _forwarding(name, getattr(module, theirs))
     for namespace in (torch.accelerator, getattr(torch.accelerator, "memory", None)):
         if namespace is None:
             continue
@@ -68,6 +68,21 @@ def keep(accelerator: torch.device, device_module: ModuleType | None = None) -> 
             if hasattr(namespace, name):
                 setattr(namespace, name, function)
     kept = torch.device(accelerator.type)
+
+
+def _forwarding(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """A function of its own that calls the device module's `function`. Not `function` itself:
+    Dynamo keeps one handler per function object, and registers `torch.accelerator.current_stream`
+    and `torch.cuda.current_stream` (and others) each with a handler; were the two one object,
+    building its table would fail ("Handler already registered"), and every `torch.compile` with it."""
+
+    def forwarded(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    forwarded.__name__ = forwarded.__qualname__ = name
+    forwarded.__doc__ = (f"`torch.accelerator.{name}`, answered by `{function.__module__}.{function.__name__}` "
+                         "(kept by jaxport over the jax device; see jaxport.tensor.accelerator).")
+    return forwarded
 
 
 def _current_accelerator(device: torch.device, module: ModuleType) -> Callable[..., torch.device | None]:

@@ -69,7 +69,20 @@ def synchronize(device=None) -> None:
         array.block_until_ready()
 
 
-class Hooks(torch._C._acc.PrivateUse1Hooks):
+#: torch's Python side of a PrivateUse1 backend's C++ hooks and device guard, from torch 2.10 on.
+#: torch 2.9 has none, and runs the eager frontend, and torch.compile after it, without them (the
+#: compatibility slice under torch 2.9, `make test-compat`).
+_ACC = getattr(torch._C, "_acc", None)
+
+
+def register_hooks() -> None:
+    """Register the jax device's hooks and device guard with PyTorch's C++ side, where it takes them."""
+    if _ACC is not None:
+        _ACC.register_python_privateuseone_hook(Hooks())
+        _ACC.register_python_privateuseone_device_guard(DeviceGuard())
+
+
+class Hooks(_ACC.PrivateUse1Hooks if _ACC else object):
     """What PyTorch's C++ side asks of the backend behind PrivateUse1: it is built and available.
 
     With `torch.jax.is_available()` true, `torch.accelerator` names the jax device the
@@ -87,7 +100,7 @@ class Hooks(torch._C._acc.PrivateUse1Hooks):
         return True
 
 
-class DeviceGuard(torch._C._acc.DeviceGuard):
+class DeviceGuard(_ACC.DeviceGuard if _ACC else object):
     """One device, one default stream: nothing to switch."""
 
     def type_(self):

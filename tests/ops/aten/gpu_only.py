@@ -37,6 +37,10 @@ _PHILOX = ("`torch.func._random`'s experimental stateless PRNG (CUDA only): its 
            "(seed, offset) pairs of Philox-4x32-10 and what they draw is defined by that stream; "
            "jaxport's random ops reproduce distributions, not streams, so a key would silently "
            "mean other numbers (and uint64 keys need JAX's x64 mode)")
+_SCALED_RECIPES = ("float8 (and MX) matrix products with lists of scales, each scaled by a recipe "
+                   "(per tensor, per row, blockwise) read from the swizzled layouts the CUDA "
+                   "kernels take, and `use_fast_accum`'s reduced-precision accumulation: jaxport "
+                   "lowers unscaled products, not float8 ones")
 _QUANTIZED_FLASH = ("float8 flash attention with per-tensor descale factors (`q_descale`, "
                     "`k_descale`, `v_descale`), FlashAttention-3's quantized path: jaxport "
                     "lowers the unquantized flash ops, not float8 attention")
@@ -54,6 +58,9 @@ NOT_LOWERED: dict[str, str] = {
         "(`dropout_state`). Exported on the meta device or the CPU, `nn.LSTM` and `nn.GRU` record "
         "their gate products and activations instead (PyTorch's decomposition of `aten.lstm`/"
         "`aten.gru`), which jaxport lowers"),
+    "aten._cudnn_rnn_flatten_weight.default": (
+        "packs an RNN's weights into cuDNN's flat buffer (gate order and padding as cuDNN lays "
+        "them out), which only `_cudnn_rnn` reads; registered by CUDA builds of torch alone"),
     "aten._fill_mem_eff_dropout_mask_.default": (
         "writes, in place, the dropout mask the memory-efficient attention kernel draws from a CUDA "
         "Philox seed and offset (PyTorch calls it from its tests, to reproduce that kernel's mask): "
@@ -76,11 +83,14 @@ NOT_LOWERED: dict[str, str] = {
     "aten._resize_output_.default": (
         "resizes an `out=` tensor's storage in place (the plumbing of `out=` wrappers): exported "
         "graphs are functional and never hold it, and a JAX array has no storage to resize"),
+    "aten._scaled_addmm.out": _SCALED_RECIPES,
     "aten._scaled_dot_product_flash_attention.quantized": _QUANTIZED_FLASH,
     "aten._scaled_grouped_mm.default": (
         "float8 grouped matrix products with per-row or blockwise (MX) scales in the swizzled "
         "layouts the CUDA kernels read, and `use_fast_accum`'s reduced-precision accumulation: "
         "jaxport lowers the unscaled `_grouped_mm`, not float8 products"),
+    "aten._scaled_grouped_mm_v2.out": _SCALED_RECIPES,
+    "aten._scaled_mm_v2.default": _SCALED_RECIPES,
     "aten._sparse_coo_tensor_with_dims.default": "creates a sparse COO tensor; " + _SPARSE,
     "aten._sparse_coo_tensor_with_dims_and_tensors.default": "creates a sparse COO tensor; " + _SPARSE,
     "aten._sparse_semi_structured_addmm.default": _SEMI_STRUCTURED,
@@ -98,8 +108,12 @@ NOT_LOWERED: dict[str, str] = {
     "aten.sparse_resize_and_clear_.default": "resizes and empties a sparse tensor in place; " + _SPARSE,
 }
 
-#: GPU-only ops the sweep cannot see, which jaxport lowers: torch 2.13 gives them no Meta
-#: kernel, so a graph records them only where the tracer falls back to running the real CUDA
+#: `NOT_LOWERED` entries that are GPU-only in other releases than the one requirements/dev.txt pins,
+#: where they have a CPU kernel: `_scaled_mm_v2` in torch 2.10 and 2.11 (2.13 runs it on the CPU).
+GPU_ONLY_IN_OTHER_RELEASES: tuple[str, ...] = ("aten._scaled_mm_v2.default",)
+
+#: GPU-only ops the sweep cannot see, which jaxport lowers: torch before 2.15 gives them no Meta
+#: kernel (2.15 does, and the sweep finds them), so a graph records them only where the tracer falls back to running the real CUDA
 #: kernel on its fake tensors (FakeTensorMode's `allow_fallback_kernels`, on by default, in
 #: `torch.export` and `torch.compile` on a GPU, for static shapes; on `meta` it cannot run).
 WITHOUT_META_KERNEL: tuple[str, ...] = (
@@ -127,9 +141,22 @@ def gpu_only_ops() -> list[str]:
     return sorted(found)
 
 
-def overload(name: str):
-    """The torch OpOverload the registry name "aten.mm.dtype" stands for."""
+def runs_on_the_cpu(name: str) -> bool:
+    """Whether the torch installed has `name` ("aten.mm.dtype") with a CPU or composite kernel.
+    False for an op it lacks: `NOT_LOWERED` spans releases (and CUDA builds register some ops the
+    CPU wheel lacks)."""
     _, op, over = name.split(".")
+    qualified = f"aten::{op}" + ("" if over == "default" else f".{over}")
+    if not torch._C._dispatch_has_kernel(qualified):
+        return False
+    return any(torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key) for key in _KEYS_WITH_KERNELS)
+
+
+def overload(name: str):
+    """The torch OpOverload the registry name "aten.mm.dtype" stands for (None: this torch lacks it)."""
+    _, op, over = name.split(".")
+    if not hasattr(torch.ops.aten, op) or over not in getattr(torch.ops.aten, op).overloads():
+        return None
     return getattr(getattr(torch.ops.aten, op), over)
 
 
@@ -140,7 +167,7 @@ def lowering(name: str) -> tuple[str, Callable] | None:
     if fn is not None:
         return name, fn
     op = overload(name)
-    if aten_schema.out_arguments(op):
+    if op is not None and aten_schema.out_arguments(op):
         source = aten_schema.out_variant_source(op)
         if source is not None and registry.lookup(str(source)) is not None:
             return str(source), registry.lookup(str(source))
@@ -165,7 +192,8 @@ def table() -> str:
             rows.append(f"| `{name}` | lowered | {how} |")
         else:
             rows.append(f"| `{name}` | not lowered | {NOT_LOWERED.get(name, '**no reason given**')} |")
-    extra = [f"| `{name}` | lowered | {_where(registry.lookup(name))} |" for name in WITHOUT_META_KERNEL]
+    extra = [f"| `{name}` | lowered | {_where(registry.lookup(name))} |" for name in WITHOUT_META_KERNEL
+             if name not in ops]
     return "\n".join([
         "# GPU-only ATen ops",
         "",

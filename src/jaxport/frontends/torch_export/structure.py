@@ -14,13 +14,19 @@ from ...ir import Input
 from .. import hugging_face
 
 
+def child_specs(spec) -> list:
+    """The child specs of a pytree spec: `TreeSpec.children()` from torch 2.10 on, which deprecates
+    the `children_specs` field torch 2.9 has instead."""
+    return spec.children() if hasattr(spec, "children") else spec.children_specs
+
+
 def output_builder(spec) -> Callable[[list], Any]:
     """A function rebuilding torch's output structure from flat leaves, dataclass outputs as dicts."""
 
     def build(spec, leaves):
         if spec.is_leaf():
             return next(leaves)
-        children = [build(child, leaves) for child in spec.children()]
+        children = [build(child, leaves) for child in child_specs(spec)]
         if hugging_face.is_described(spec):  # a cache: its arrays in the structure it holds them
             return hugging_face.arrays(spec.context, children)
         if spec.type in (tuple, list):
@@ -41,7 +47,7 @@ def output_builder(spec) -> Callable[[list], Any]:
 
 def input_flattener(in_spec, user_inputs: list[Input]) -> Callable[[tuple, dict], list]:
     """A function turning (args, kwargs) into the flat inputs the program takes, with clear errors."""
-    args_spec, kwargs_spec = in_spec.children()
+    args_spec, kwargs_spec = child_specs(in_spec)
     kwarg_names = list(kwargs_spec.context) if kwargs_spec.context else []
     n_args = args_spec.num_children
 
@@ -63,7 +69,7 @@ def input_flattener(in_spec, user_inputs: list[Input]) -> Callable[[tuple, dict]
             raise InputError(f"{'; '.join(parts)}; the model was exported with {kwarg_names}")
         values = list(args) + [kwargs[k] for k in kwarg_names]
         where = [f"input {i}" for i in range(n_args)] + [f"input '{k}'" for k in kwarg_names]
-        specs = args_spec.children() + kwargs_spec.children()
+        specs = child_specs(args_spec) + child_specs(kwargs_spec)
         return [leaf for v, s, w in zip(values, specs, where) for leaf in _flatten_like(v, s, w)]
 
     return flatten
@@ -80,7 +86,7 @@ def _flatten_like(value: Any, spec, where: str) -> list:
         children, context = torch.utils._pytree.SUPPORTED_NODES[spec.type].flatten_fn(value)
         if len(children) == spec.num_children and (spec.type is not dict or context == spec.context):
             return [
-                leaf for i, (c, s) in enumerate(zip(children, spec.children()))
+                leaf for i, (c, s) in enumerate(zip(children, child_specs(spec)))
                 for leaf in _flatten_like(c, s, f"{where}[{context[i]!r}]" if spec.type is dict else f"{where}[{i}]")
             ]
     leaves, got = torch.utils._pytree.tree_flatten(value)
