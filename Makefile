@@ -40,8 +40,8 @@ test-slow: setup
 # the newest releases the package index serves. torch comes as its CUDA build in each, as GPU users
 # run it (it runs here without a GPU). Each set is an environment of its own, $(VENV)-<set>, layered
 # over $(VENV): it installs only what differs (a .pth file puts $(VENV)'s packages after its own).
-# A CUDA build is about 4.5 GB installed (about 3 GB to download the first time; pip's cache serves
-# the next install): about 1.5 min per set to install from the cache, 3 min per set to run.
+# A CUDA build is about 4.5 GB installed, about 3 GB downloaded (1.5 to 3.5 min a set here); the
+# slice takes about 3.5 min a set on two cores.
 # PIP_CONSTRAINT=/dev/null lifts the cap some of this project's machines put on torch's release
 # (/etc/xdg/pip) for these sets alone.
 COMPAT_SETS := floor gpu-machines newest
@@ -53,14 +53,18 @@ $(VENV)-%/.installed: requirements/compat-%.txt $(STAMP)
 		"$$($(VENV)-$*/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_jaxport_base.pth"
 	PIP_CONSTRAINT=/dev/null $(VENV)-$*/bin/python -m pip install -q -r requirements/compat-$*.txt
 	touch $@
-test-compat: setup $(foreach set,$(COMPAT_SETS),$(VENV)-$(set)/.installed)
-	set -e; for set in $(COMPAT_SETS); do \
-		echo "== the compatibility slice with requirements/compat-$$set.txt"; \
-		$(VENV)-$$set/bin/python -c "import jax, numpy, onnx, onnxruntime, optax, safetensors, torch, transformers as t; \
-			print(' '.join(f'{m.__name__} {m.__version__}' for m in (torch, jax, numpy, t, onnx, onnxruntime, optax, safetensors)), \
-			      f'(torch.version.cuda {torch.version.cuda})')"; \
-		JAXPORT_COMPAT_SET=$$set $(VENV)-$$set/bin/python -m pytest -q -n 2 -p no:cacheprovider -m compat --durations=5; \
-	done
+# The sets install side by side (fetching and unpacking a CUDA build is mostly waiting); their
+# slices run one at a time, on both cores, each after the one before it.
+test-compat: setup
+	$(MAKE) -j$(words $(COMPAT_SETS)) --no-print-directory compat-run-$(lastword $(COMPAT_SETS))
+compat-run-gpu-machines: compat-run-floor
+compat-run-newest: compat-run-gpu-machines
+compat-run-%: $(VENV)-%/.installed
+	@echo "== the compatibility slice with requirements/compat-$*.txt"
+	$(VENV)-$*/bin/python -c "import jax, numpy, onnx, onnxruntime, optax, safetensors, torch, transformers as t; \
+		print(' '.join(f'{m.__name__} {m.__version__}' for m in (torch, jax, numpy, t, onnx, onnxruntime, optax, safetensors)), \
+		      f'(torch.version.cuda {torch.version.cuda})')"
+	JAXPORT_COMPAT_SET=$* $(VENV)-$*/bin/python -m pytest -q -n 2 -p no:cacheprovider -m compat --durations=5
 
 # jaxport on a GPU (benchmarks/gpu_check.py): every entry point's parity on CUDA, then the forward
 # rows and the 8B bfloat16 decode rows, appended to benchmarks/results/gpu_check_cuda.jsonl; at most

@@ -6,7 +6,8 @@ is first used, `torch.accelerator.current_accelerator()` would be `jax` on a GPU
 written for any accelerator (optimizers' capture checks, DDP, serialization, users' own device
 selection) would ask the jax device for CUDA's streams and memory. So when PyTorch had an
 accelerator before the registration, `keep` points `torch.accelerator`'s Python functions back at
-it, through its device module (`torch.cuda`).
+it, through its device module (`torch.cuda`). Every CUDA build does (its accelerator is CUDA even
+on a machine without a GPU), so `tests/test_cuda_builds.py` runs under CUDA builds in CI.
 
 Out of reach of Python, and so documented rather than fixed: PyTorch's C++ code that asks for the
 accelerator itself still sees the jax device. `Tensor.pin_memory()` without a device (pass
