@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import torch
 
-from . import dtypes
+from . import dlpack, dtypes
 from .backends.model import JaxModel
 from .devices import module_device, moved
 from .frontends import hugging_face, torch_export, transformers_adapter
@@ -78,10 +78,27 @@ def from_torch(
         for m, was_training in modes.items():
             m.training = was_training
     model = from_exported_program(ep, decompose=decompose, name=type(module).__name__, training=training)
+    if module_device(module).type == "meta":
+        _compute_buffers(model, module)
     field, cache = _returned_cache(ep)
     if cache is not None and field not in (kwargs or {}):
         model = CacheFedModel(model, module, field, cache, decompose=decompose, strict=strict, train=training)
     return model
+
+
+def _compute_buffers(model: JaxModel, module: torch.nn.Module) -> None:
+    """Give a model converted on the meta device the values of the buffers its module computes
+    rather than stores (rotary `inv_freq`, position ids: in no checkpoint), where a Hugging Face
+    model inside it says how (`transformers_adapter.computed_buffers`). Those it cannot make stay
+    without values, and `load_weights` names them if its source lacks them too."""
+    missing = [name for name in model.computed_buffers if isinstance(model.params.get(name), jax.ShapeDtypeStruct)]
+    if not missing or not any(hugging_face.is_model(m) for m in module.modules()):
+        return
+    for name, value in transformers_adapter.computed_buffers(module, missing).items():
+        array = dlpack.to_jax(value, what=f"buffer '{name}'")
+        wanted = model.params[name]
+        if tuple(array.shape) == tuple(wanted.shape) and np.dtype(array.dtype) == np.dtype(wanted.dtype):
+            model.params[name] = array
 
 
 def _returned_cache(ep: torch.export.ExportedProgram) -> tuple[str | None, Any]:

@@ -21,21 +21,7 @@ def to_jax(tensor: torch.Tensor, *, what: str = "a tensor", error: type[Exceptio
     (once per dtype); values the narrow type cannot hold (an int64 beyond int32, a float64 beyond
     float32's range) raise `error` naming `what` when one is given (inputs, weights), and warn
     otherwise."""
-    tensor = tensor.detach()
-    if tensor.is_conj():
-        tensor = tensor.resolve_conj()
-    if tensor.is_neg():
-        tensor = tensor.resolve_neg()
-    exact = dtypes.numpy_dtype(tensor.dtype)
-    narrow = dtypes.narrow_dtype(exact)
-    if narrow != exact:
-        found = _extremes(tensor)
-        problem = dtypes.problem(what, exact, *found) if found is not None else None
-        if problem and error is not None:
-            raise error(problem)
-        if exact.kind == "f" or problem:
-            dtypes.warn_narrowing(what, exact)
-        tensor = tensor.to(dtypes.torch_dtype(narrow))
+    tensor = narrowed(tensor, what=what, error=error)
     if tensor.device.type != "cpu":
         on_device = _shared_on_device(tensor)
         if on_device is not None:
@@ -55,6 +41,27 @@ def to_jax(tensor: torch.Tensor, *, what: str = "a tensor", error: type[Exceptio
             default = jax.devices()[0]
             return shared if default.platform == "cpu" else jax.device_put(shared, default)
     return jnp.asarray(to_numpy(tensor))
+
+
+def narrowed(tensor: torch.Tensor, *, what: str = "a tensor", error: type[Exception] | None = None) -> torch.Tensor:
+    """`tensor` (detached, its conjugate and negative views resolved) in the dtype JAX holds it
+    in under the current x64 mode, checked as `to_jax` says."""
+    tensor = tensor.detach()
+    if tensor.is_conj():
+        tensor = tensor.resolve_conj()
+    if tensor.is_neg():
+        tensor = tensor.resolve_neg()
+    exact = dtypes.numpy_dtype(tensor.dtype)
+    narrow = dtypes.narrow_dtype(exact)
+    if narrow != exact:
+        found = _extremes(tensor)
+        problem = dtypes.problem(what, exact, *found) if found is not None else None
+        if problem and error is not None:
+            raise error(problem)
+        if exact.kind == "f" or problem:
+            dtypes.warn_narrowing(what, exact)
+        tensor = tensor.to(dtypes.torch_dtype(narrow))
+    return tensor
 
 
 def _shared_on_device(tensor: torch.Tensor) -> jax.Array | None:

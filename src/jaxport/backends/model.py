@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import jax
 import numpy as np
+from jax.sharding import Mesh, NamedSharding
 
 from ..errors import InputError
 from ..ir import Translation, interpret
+from ..placement import Rule, Rules, auto_axes, partition_spec, validate
+from ..progress import progress
 from .inputs import as_jax, as_weight, check_input, is_abstract
+from .weights import weights_of
 
 
 class JaxModel:
@@ -46,6 +50,9 @@ class JaxModel:
         self.parameter_names = tuple(translation.parameter_names)
         self.buffer_names = tuple(translation.buffer_names)
         self.tied = dict(translation.tied)
+        #: Buffers the module computes rather than stores (non-persistent ones: a rotary embedding's
+        #: `inv_freq`), in no checkpoint: `load_weights` keeps their values when its source lacks them.
+        self.computed_buffers = frozenset(translation.computed_buffers)
         self.name = translation.name
         self.training = translation.training
         #: Names of the flat outputs, where the source format has them (ONNX graph outputs).
@@ -65,32 +72,58 @@ class JaxModel:
         """Names of the weights without values (a model converted on the `meta` device)."""
         return tuple(name for name, value in self.params.items() if is_abstract(value))
 
-    def load_weights(self, weights: Any, *, strict: bool = True, prefix: str = "") -> JaxModel:
-        """Give the model its weights, from a `{name: tensor or array}` mapping (a `state_dict`,
-        `safetensors.torch.load_file`'s dict, NumPy arrays) or an `nn.Module` (its parameters
-        and all its buffers, non-persistent ones too). Each must have the shape and dtype the
-        model was converted with (on any device: torch tensors cross by DLPack); a tied name
-        may stand for the weight it shares. `strict=True` also refuses names the model does
-        not have. `prefix` is put before every name of `weights` (a wrapper's names are its
-        inner module's under a prefix). Replaces `params`; returns the model.
+    def load_weights(self, weights: Any, *, strict: bool = True, prefix: str = "", mesh: Mesh | None = None,
+                     rules: Iterable[Rule] = ()) -> JaxModel:
+        """Give the model its weights, from
+
+        - a `{name: tensor or array}` mapping (a `state_dict`, NumPy or JAX arrays),
+        - an `nn.Module` (its parameters and all its buffers, non-persistent ones too), or
+        - the path of a safetensors checkpoint: a `.safetensors` file, or a Hugging Face checkpoint
+          directory (`model.safetensors.index.json` and its shards, or one `model.safetensors`),
+          read tensor by tensor (`jaxport.checkpoints`); a pickled checkpoint (`.bin`, `.pt`) is
+          refused, since loading it would run its code.
+
+        Each weight must have the shape and dtype the model was converted with (torch tensors, on
+        any device, cross by DLPack); every name, shape and dtype is checked before any weight is
+        read (a checkpoint's from its headers). A tied name may stand for the weight it shares,
+        and a buffer the module computes rather than stores (a non-persistent one, such as a rotary
+        embedding's `inv_freq`) keeps the value it has when the source lacks it. `strict=True`
+        also refuses names the model does not have. `prefix` is put before every name of
+        `weights` (a wrapper's names are its inner module's under a prefix).
+
+        With `mesh`, each weight is placed on it by `rules` (as `jaxport.sharding.shard` places
+        them) as it is read; from a checkpoint, only each device's slice is read, and in a run of
+        several processes only this process's devices' slices. Replaces `params`; returns the model
+        (`weights_from` gives the weights without replacing them).
 
             model = jaxport.from_torch(module.to("meta"), args_on_meta)   # no weight copied
-            model.load_weights(safetensors.torch.load_file("model.safetensors"))
+            model.load_weights("checkpoint/")                             # or a state_dict
         """
-        source = {prefix + name: value for name, value in _named_weights(weights).items()}
+        self.params = self.weights_from(weights, strict=strict, prefix=prefix, mesh=mesh, rules=rules)
+        return self
+
+    def weights_from(self, weights: Any, *, strict: bool = True, prefix: str = "", mesh: Mesh | None = None,
+                     rules: Iterable[Rule] = ()) -> dict[str, jax.Array]:
+        """The weights `load_weights` would give the model, checked as it checks them, as a new
+        `params` dict, without replacing the model's (a training state's own, say)."""
+        source = weights_of(weights, prefix)
+        placements = self._placements(mesh, rules)
         aliases = {kept: alias for alias, kept in self.tied.items()}
-        loaded, missing, problems = {}, [], []
+        chosen, kept, missing, problems = {}, {}, [], []
         for name, current in self.params.items():
             key = name if name in source else aliases.get(name)
             if key not in source:
-                missing.append(name)
+                if name in self.computed_buffers and not is_abstract(current):
+                    kept[name] = current
+                else:
+                    missing.append(name)
                 continue
-            value = as_jax(source[key], f"weight '{key}'")
-            if tuple(value.shape) != tuple(current.shape) or np.dtype(value.dtype) != np.dtype(current.dtype):
-                problems.append(f"weight '{key}' is {np.dtype(value.dtype).name}{list(value.shape)}, the model's "
+            weight = source[key]
+            if weight.shape != tuple(current.shape) or weight.dtype != np.dtype(current.dtype):
+                problems.append(f"weight '{key}' is {weight.dtype.name}{list(weight.shape)}, the model's "
                                 f"{np.dtype(current.dtype).name}{list(current.shape)}")
                 continue
-            loaded[name] = value
+            chosen[name] = weight
         problems = [f"no weight '{name}'" for name in missing] + problems
         if strict:
             known = set(self.params) | set(self.tied)
@@ -100,8 +133,24 @@ class JaxModel:
             hint = (" (buffers a state_dict leaves out, such as non-persistent ones, come with the module itself: "
                     "pass the nn.Module)") if isinstance(weights, Mapping) and set(missing) & set(self.buffer_names) else ""
             raise InputError(f"{self.name}: load_weights: {shown}{hint}")
-        self.params = loaded
-        return self
+        loaded = {}
+        for name, weight in progress(chosen.items(), total=len(chosen), what=f"{self.name}: loading weights"):
+            loaded[name] = weight.read(placements.get(name))
+        for name, value in kept.items():
+            loaded[name] = value if name not in placements else jax.device_put(value, placements[name])
+        return {name: loaded[name] for name in self.params}
+
+    def _placements(self, mesh: Mesh | None, rules: Iterable[Rule]) -> dict[str, NamedSharding]:
+        """{weight name: its sharding on `mesh` by `rules`} (nothing without a mesh)."""
+        if mesh is None:
+            if tuple(rules):
+                raise InputError(f"{self.name}: load_weights got sharding rules but no mesh")
+            return {}
+        rules = Rules(rules)
+        mesh = auto_axes(mesh)
+        validate(rules, mesh)
+        return {name: NamedSharding(mesh, partition_spec(name, tuple(value.shape), rules, mesh))
+                for name, value in self.params.items()}
 
     def _require_weights(self) -> None:
         missing = self.missing_weights
@@ -204,15 +253,3 @@ class JaxModel:
             f"JaxModel({self.name}: {len(self.program.nodes)} ops, {len(self.params)} tensors, "
             f"{n:,} values{mode})"
         )
-
-
-def _named_weights(weights: Any) -> Mapping[str, Any]:
-    """`load_weights`' argument as {name: tensor or array}."""
-    if isinstance(weights, Mapping):
-        return weights
-    named_parameters = getattr(weights, "named_parameters", None)
-    if callable(named_parameters):  # a torch.nn.Module
-        named = dict(named_parameters(remove_duplicate=False))
-        named.update(weights.named_buffers(remove_duplicate=False))
-        return named
-    raise InputError(f"load_weights takes a mapping of names to tensors or an nn.Module, not {type(weights).__name__}")

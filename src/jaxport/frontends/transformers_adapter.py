@@ -26,7 +26,10 @@ What lives here:
   subclassed where transformers' code branches on a length torch.export cannot bound; its
   sliding-window layers keep their window only (`window_slots`, a `WindowLayer` whose
   `get_mask_sizes` gives an offset); states a cache keeps beside its layers (MiniMax's
-  `linear_cache`, `states_beside_layers`), in a cache of the model's own class.
+  `linear_cache`, `states_beside_layers`), in a cache of the model's own class;
+- `PreTrainedModel._init_weights`, run on CPU copies of the buffers a model built on the meta
+  device computes in `__init__` (`computed_buffers`: rotary `inv_freq`, position ids), as
+  transformers runs it for the buffers a checkpoint does not hold.
 
 transformers is imported inside the functions: it is an optional dependency (`jaxport[hf]`).
 """
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import functools
 import inspect
 import threading
@@ -444,3 +448,65 @@ def _recurrent_layer_class(base: type) -> type:
 
     RecurrentStepLayer.__name__ = RecurrentStepLayer.__qualname__ = f"RecurrentStep{base.__name__}"
     return RecurrentStepLayer
+
+
+# -- buffers a model computes, for a model built on the meta device -----------------------------
+
+
+#: Two fills a computed buffer starts from: an element `_init_weights` wrote holds the same value
+#: after both, one it did not write holds each fill in turn.
+_FILLS = (3.0, 5.0)
+
+
+def computed_buffers(module: torch.nn.Module, names: Iterator[str] | list[str]) -> dict[str, torch.Tensor]:
+    """CPU values of the buffers among `names` (full names in `module`) that a Hugging Face model
+    inside `module`, built on the meta device, computes in `__init__` instead of loading: a
+    rotary embedding's `inv_freq`, position ids. Each is made as transformers makes the buffers a
+    checkpoint lacks: its module's `PreTrainedModel._init_weights` run on a copy of that module
+    whose buffers are CPU tensors. A buffer counts only where `_init_weights` writes every element
+    of it (checked from two different fills); the others are left out, for the caller to name."""
+    from transformers import PreTrainedModel
+
+    wanted = set(names)
+    owners: dict[str, tuple[torch.nn.Module, PreTrainedModel]] = {}
+    pretrained: list[tuple[str, PreTrainedModel]] = []
+    for prefix, sub in module.named_modules():
+        if isinstance(sub, PreTrainedModel):
+            pretrained.append((prefix, sub))
+        model = next((m for p, m in reversed(pretrained) if prefix == p or prefix.startswith(p + ".") or not p), None)
+        if model is not None:
+            owners[prefix] = (sub, model)
+    values: dict[str, torch.Tensor] = {}
+    for prefix, (owner, model) in owners.items():
+        mine = {name: buffer for name, buffer in owner.named_buffers(recurse=False)
+                if (f"{prefix}.{name}" if prefix else name) in wanted and buffer is not None and buffer.is_meta}
+        if not mine:
+            continue
+        runs = [_initialized_copy(owner, model, mine, fill) for fill in _FILLS]
+        if runs[0] is None or runs[1] is None:
+            continue
+        for name in mine:
+            first, second = runs[0][name], runs[1][name]
+            if torch.equal(first, second) or (first.is_floating_point() and torch.equal(first.isnan(), second.isnan())
+                                              and torch.equal(first.nan_to_num(), second.nan_to_num())):
+                values[f"{prefix}.{name}" if prefix else name] = first
+    return values
+
+
+def _initialized_copy(owner: torch.nn.Module, model: Any, buffers: dict[str, torch.Tensor],
+                      fill: float) -> dict[str, torch.Tensor] | None:
+    """`buffers` of `owner` as `model._init_weights` leaves them when it runs on a shallow copy of
+    `owner` whose buffers are CPU tensors filled with `fill` (its parameters, on meta, untouched);
+    None where `_init_weights` fails on it."""
+    clone = copy.copy(owner)
+    clone._buffers = dict(owner._buffers)
+    for name, buffer in buffers.items():
+        clone._buffers[name] = torch.full(buffer.shape, fill if buffer.dtype != torch.bool else fill == _FILLS[0],
+                                          dtype=buffer.dtype)
+    try:
+        with torch.no_grad():
+            model._init_weights(clone)
+    except Exception:  # noqa: BLE001 - transformers' code on a module it was not written for: not computed
+        return None
+    return {name: clone._buffers[name] for name in buffers}
+

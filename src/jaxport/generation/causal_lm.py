@@ -28,7 +28,7 @@ import copy
 import functools
 import queue
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from jax import lax
 from jax.experimental import checkify, io_callback
+from jax.sharding import Mesh
 
 from .. import dtypes
 from ..backends.inputs import as_jax, is_abstract
@@ -47,6 +48,7 @@ from ..devices import module_device
 from ..errors import ExportError, InputError, MaxBatchError
 from ..frontends import transformers_adapter
 from ..frontends.hugging_face import is_model
+from ..placement import Rule
 from ..precision import precision_policy
 from .beam import Beams, beam_search
 from .sampling import Sampling, process_scores
@@ -77,6 +79,22 @@ _INERT = frozenset({
 })
 #: `generate`'s own keyword arguments that are `GenerationConfig` fields (None: not set).
 _KEYWORDS = ("max_new_tokens", "do_sample", "temperature", "top_k", "top_p", "eos_token_id", "pad_token_id")
+
+
+#: How XLA:CPU compiles a generation loop: without hoisting loop-invariant work out of it. It runs
+#: some ops on 16-bit floats (the embedding's gather, slices) by converting their operand to float32
+#: first; inside one step the conversion fuses into the op, but hoisted out of the decode loop it is
+#: a float32 copy of the whole operand for as long as the loop runs (a bfloat16 Llama of 150M
+#: parameters: 125 MiB for its embedding; 470 MiB, every weight, before single-row products were
+#: given two rows, `ops._products`). What stays in the loop is small (its masks and positions).
+_CPU_LOOP_OPTIONS = {"xla_disable_hlo_passes": "while-loop-invariant-code-motion"}
+
+
+def _on_cpu(params) -> bool:
+    """Whether `params` lie on the CPU (JAX's default device for arrays not yet placed)."""
+    leaf = next(iter(jax.tree.leaves(params)), None)
+    devices = leaf.devices() if isinstance(leaf, jax.Array) else {jax.devices()[0]}
+    return all(device.platform == "cpu" for device in devices)
 
 
 class _Call(NamedTuple):
@@ -158,13 +176,16 @@ class CausalLM:
         """Names of the weights without values (a model converted on the `meta` device)."""
         return tuple(name for name, value in self.params.items() if is_abstract(value))
 
-    def load_weights(self, weights: Any, *, strict: bool = True) -> CausalLM:
-        """Give the model its weights: the Hugging Face model itself (its parameters and buffers) or
-        a mapping of its `state_dict` names to tensors or arrays (`JaxModel.load_weights`, which
-        checks each against the model's shape and dtype). `params` names them under `model.`.
-        Returns the model."""
+    def load_weights(self, weights: Any, *, strict: bool = True, mesh: Mesh | None = None,
+                     rules: Iterable[Rule] = ()) -> CausalLM:
+        """Give the model its weights: the Hugging Face model itself (its parameters and buffers), a
+        mapping of its `state_dict` names to tensors or arrays, or the path of its safetensors
+        checkpoint (what `save_pretrained` writes: a directory with `model.safetensors.index.json`
+        and its shards, or one file), each weight checked against the model's shape and dtype and,
+        with `mesh`, read straight onto it by `rules` (`JaxModel.load_weights`). `params` names them
+        under `model.`. Returns the model."""
         program = self.step or self.decoder
-        program.load_weights(weights, strict=strict, prefix="model.")
+        program.load_weights(weights, strict=strict, prefix="model.", mesh=mesh, rules=rules)
         self.params = program.params
         return self
 
@@ -430,13 +451,13 @@ class CausalLM:
                              "as in transformers")
         key = jax.random.key(0) if rng is None else rng
         self.prefill_program(ids.shape[1])  # exported outside the jitted loop, where it must be
-        run = self._generator(sampling, beams, eos, pad, new, streaming=streaming)
         if params is None:
             if self.missing_weights:
                 raise InputError(f"{self.name} has no values for {len(self.missing_weights)} weight(s) "
                                  f"('{self.missing_weights[0]}', ...): it was converted on the meta device. "
                                  "Give it weights with load_weights(model or state_dict), or pass params=")
             params = self.params
+        run = self._generator(sampling, beams, eos, pad, new, streaming=streaming, on_cpu=_on_cpu(params))
         return _Call(run, (params, ids, mask, key), prompts)
 
     def stream(self, input_ids, attention_mask=None, *, rng: jax.Array | None = None, params=None,
@@ -547,11 +568,12 @@ class CausalLM:
         return sampling, beams, eos, pad, new
 
     def _generator(self, settings: Sampling, beams: Beams, eos: tuple[int, ...], pad: int, new: int,
-                   streaming: bool = False):
-        key = (settings, beams, eos, pad, new, streaming)
+                   streaming: bool = False, on_cpu: bool = False):
+        key = (settings, beams, eos, pad, new, streaming, on_cpu)
         with self._generators_lock:
             if key not in self._generators:
-                self._generators[key] = jax.jit(self._loop(settings, beams, eos, pad, new, streaming))
+                self._generators[key] = jax.jit(self._loop(settings, beams, eos, pad, new, streaming),
+                                                compiler_options=_CPU_LOOP_OPTIONS if on_cpu else None)
             return self._generators[key]
 
     def _loop(self, settings: Sampling, beams: Beams, eos: tuple[int, ...], pad: int, new: int,

@@ -207,6 +207,8 @@ class Translation:
     buffer_names: Sequence[str] = ()
     #: alias state_dict name -> the name of the tensor it shares (stored once).
     tied: Mapping[str, str] = field(default_factory=dict)
+    #: buffers the module computes rather than stores (non-persistent: in no checkpoint).
+    computed_buffers: Sequence[str] = ()
     name: str = "model"
     #: what to do about an input whose fixed shape does not match (frontend-specific advice).
     fixed_shape_hint: str = ""

@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import Mesh
 
 from .. import versions
 from ..backends.model import JaxModel
+from ..checkpoints import is_checkpoint_path
 from ..errors import InputError
+from ..placement import Rule
 from ..sharding import follow_params
 from .state import TrainState
 
@@ -117,12 +121,23 @@ class TrainStep:
         self._donate = donate
         self._jitted: dict[Any, Callable] = {}
 
-    def init(self, rng: jax.Array | int = 0, params: Mapping[str, jax.Array] | None = None) -> TrainState:
+    def init(self, rng: jax.Array | int = 0, params: Mapping[str, jax.Array] | str | os.PathLike | None = None, *,
+             mesh: Mesh | None = None, rules: Iterable[Rule] = ()) -> TrainState:
         """The state before the first step: the model's (or the given) params, a fresh
-        optimizer state and the key dropout draws from."""
-        params = dict(self.model.params if params is None else params)
-        if self._donate:  # steps donate the state they get: never hand them the model's own arrays
-            params = {k: jnp.copy(v) if isinstance(v, jax.Array) else v for k, v in params.items()}
+        optimizer state and the key dropout draws from.
+
+        `params` may be the path of a safetensors checkpoint to start from, read as
+        `JaxModel.load_weights` reads one (with `mesh`, each device's share only, placed by
+        `rules`) into the state alone: the model's own params are neither read nor copied."""
+        if is_checkpoint_path(params):
+            params = self.model.weights_from(params, mesh=mesh, rules=rules)  # the state's own arrays
+        else:
+            if mesh is not None:
+                raise InputError("init places params on a mesh as it reads them from a checkpoint; "
+                                 "place others with jaxport.sharding.shard")
+            params = dict(self.model.params if params is None else params)
+            if self._donate:  # steps donate the state they get: never hand them the model's own arrays
+                params = {k: jnp.copy(v) if isinstance(v, jax.Array) else v for k, v in params.items()}
         trainable = {k: v for k, v in params.items() if k in self.trainable_names}
         buffers = {k: v for k, v in params.items() if k not in self.trainable_names}
         policy = self.precision

@@ -266,6 +266,7 @@ class StateInfo:
     parameters: list[str]
     buffers: list[str]
     tied: dict[str, str]  # alias name -> the name it shares a tensor with
+    computed: list[str]  # non-persistent buffers: the module computes them, no checkpoint holds them
 
 
 def to_program(ep: ExportedProgram) -> tuple[Program, StateInfo]:
@@ -283,6 +284,7 @@ def to_program(ep: ExportedProgram) -> tuple[Program, StateInfo]:
     parameters: list[str] = []
     buffers: list[str] = []
     tied: dict[str, str] = {}
+    computed: list[str] = []
     first_name_of: dict[tuple, str] = {}  # tied weights (GPT-2's wte/lm_head) are one parameter
     for node, spec in zip(placeholders, sig.input_specs):
         if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
@@ -296,6 +298,8 @@ def to_program(ep: ExportedProgram) -> tuple[Program, StateInfo]:
             else:
                 state[name] = tensor
                 (parameters if spec.kind == InputKind.PARAMETER else buffers).append(name)
+                if spec.kind == InputKind.BUFFER and spec.persistent is False:
+                    computed.append(name)
         elif spec.kind == InputKind.CONSTANT_TENSOR:
             constants[node.name] = _constant(ep.constants[spec.target], spec.target)
         elif spec.kind == InputKind.USER_INPUT:
@@ -332,7 +336,7 @@ def to_program(ep: ExportedProgram) -> tuple[Program, StateInfo]:
         state_inputs, constants, user_inputs, translator.nodes, outputs, buffer_updates, input_updates,
         dim_ranges=dim_ranges(ep, user_inputs), matmul_precision=dtypes.matmul_precision(),
     )
-    return program, StateInfo(state, parameters, buffers, tied)
+    return program, StateInfo(state, parameters, buffers, tied, computed)
 
 
 def graph_program(graph_module: torch.fx.GraphModule) -> Program:
@@ -370,6 +374,7 @@ def translate(ep: ExportedProgram, *, decompose: str = "auto", name: str = "mode
         parameter_names=state.parameters,
         buffer_names=state.buffers,
         tied=state.tied,
+        computed_buffers=state.computed,
         name=name,
         fixed_shape_hint="pass dynamic_shapes= to from_torch to allow other sizes",
         training=training,
