@@ -57,6 +57,8 @@ $(VENV)-%/.installed: requirements/compat-%.txt $(STAMP)
 # slices run one at a time, on both cores, each after the one before it.
 test-compat: setup
 	$(MAKE) -j$(words $(COMPAT_SETS)) --no-print-directory compat-run-$(lastword $(COMPAT_SETS))
+# kept once made (make would remove them as the intermediate files of compat-run-%)
+.SECONDARY: $(foreach set,$(COMPAT_SETS),$(VENV)-$(set)/.installed)
 compat-run-gpu-machines: compat-run-floor
 compat-run-newest: compat-run-gpu-machines
 compat-run-%: $(VENV)-%/.installed

@@ -58,7 +58,7 @@ _COMPILE_GPT2 = """
 def compile_gpt2_both_ways(tag):
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=100, n_positions=16, n_embd=32, n_layer=2, n_head=2, use_cache=False)
+    config = GPT2Config(vocab_size=100, n_positions=16, n_embd=16, n_layer=1, n_head=2, use_cache=False)
     model = GPT2LMHeadModel(config).eval()
     ids = torch.randint(0, 100, (1, 8), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():

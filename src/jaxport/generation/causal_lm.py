@@ -90,6 +90,17 @@ _KEYWORDS = ("max_new_tokens", "do_sample", "temperature", "top_k", "top_p", "eo
 _CPU_LOOP_OPTIONS = {"xla_disable_hlo_passes": "while-loop-invariant-code-motion"}
 
 
+def _share_weights(program: JaxModel, params: dict) -> JaxModel:
+    """`program` (another export of the same step: a decoder, a prefill for one prompt length)
+    holding the CausalLM's own weights instead of its own copy of them. Its conversion copied any
+    weight DLPack could not share (unaligned, or from another device), and every step is run on
+    the CausalLM's `params` anyway; a copy kept here would only hold memory."""
+    if set(program.params) == set(params) and all(
+            np.shape(program.params[name]) == np.shape(value) for name, value in params.items()):
+        program.params = params
+    return program
+
+
 def _on_cpu(params) -> bool:
     """Whether `params` lie on the CPU (JAX's default device for arrays not yet placed)."""
     leaf = next(iter(jax.tree.leaves(params)), None)
@@ -151,6 +162,8 @@ class CausalLM:
         self._prefills: dict[int, JaxModel] = {}  # prompt length -> program, where `step` is None
         self._prefills_lock = threading.Lock()
         self.params = (step or decoder).params
+        if step is not None and decoder is not None:
+            _share_weights(decoder, self.params)
         self.max_batch = max_batch
         self.max_length = max_length
         #: Each layer's attention ("full_attention", "sliding_attention", ...), as the model's config
@@ -187,6 +200,10 @@ class CausalLM:
         program = self.step or self.decoder
         program.load_weights(weights, strict=strict, prefix="model.", mesh=mesh, rules=rules)
         self.params = program.params
+        with self._prefills_lock:
+            for other in (self.step, self.decoder, *self._prefills.values()):
+                if other is not None and other is not program:
+                    _share_weights(other, self.params)  # what `export` of each program carries
         return self
 
     def __repr__(self) -> str:
@@ -331,7 +348,7 @@ class CausalLM:
         with self._prefills_lock:
             if count not in self._prefills:
                 with jax.ensure_compile_time_eval():  # may be met while tracing a caller's jit
-                    self._prefills[count] = self._prefill_for(count)
+                    self._prefills[count] = _share_weights(self._prefill_for(count), self.params)
             return self._prefills[count]
 
     def export(self, *, platforms: Sequence[str] | None = None, decoder: bool = False,

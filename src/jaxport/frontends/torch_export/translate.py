@@ -7,6 +7,7 @@ import operator
 import warnings
 from typing import Any
 
+import jax.numpy as jnp
 import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
@@ -241,6 +242,9 @@ class _Translator:
 
 def _constant(value, name: str) -> Any:
     if isinstance(value, torch.Tensor):
+        if value.is_meta and value.numel() == 0:
+            # an empty tensor has no values to be unknown (the empty keys a cache layer starts from)
+            return jnp.zeros(tuple(value.shape), dtypes.narrow_dtype(dtypes.numpy_dtype(value.dtype)))
         if value.is_meta:
             # A weight can be loaded later (JaxModel.load_weights); a constant is part of the program.
             raise ModelFileError(f"the graph's constant '{name}' ({value.dtype}{list(value.shape)}) is on the "
