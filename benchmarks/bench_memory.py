@@ -155,7 +155,7 @@ def main() -> None:
         _make_checkpoint(*opts.make)
         return
     if opts.worker:
-        print(json.dumps(_worker(*opts.worker)))
+        print(json.dumps({**_worker(*opts.worker), "stamp": _report.stamp()}))  # its own XLA_FLAGS
         return
     rows = []
     for size in opts.sizes:

@@ -11,16 +11,28 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from . import dtypes
+from . import dtypes, pages
+
+#: The alignment XLA:CPU needs of a buffer it takes as it lies (JAX copies any other one it is
+#: handed, at the array's first use; checking first spares that deferred copy's allocation).
+XLA_CPU_ALIGNMENT = 64
 
 
-def to_jax(tensor: torch.Tensor, *, what: str = "a tensor", error: type[Exception] | None = None) -> jax.Array:
+def to_jax(tensor: torch.Tensor, *, what: str = "a tensor", error: type[Exception] | None = None,
+           release: bool = False) -> jax.Array:
     """A torch tensor as a jax.Array, zero-copy through DLPack where the layout allows.
 
     With JAX's x64 mode off, 64-bit values are narrowed (`dtypes`): float64 with a warning
     (once per dtype); values the narrow type cannot hold (an int64 beyond int32, a float64 beyond
     float32's range) raise `error` naming `what` when one is given (inputs, weights), and warn
-    otherwise."""
+    otherwise.
+
+    A CPU buffer XLA cannot take as it lies (not aligned as it needs) is copied here, at once:
+    left to JAX, the copy is made at the array's first use, with the tensor kept alive until then
+    (a model's weights twice over in memory while its first call compiles and runs). With
+    `release` (a weight read once), the pages of a file-mapped tensor so copied are handed back
+    to the kernel (`pages.release`), so the mapped file and the copy are not both resident: the
+    tensor's values do not change, the kernel reads the file again if the tensor is read."""
     tensor = narrowed(tensor, what=what, error=error)
     if tensor.device.type != "cpu":
         on_device = _shared_on_device(tensor)
@@ -29,18 +41,26 @@ def to_jax(tensor: torch.Tensor, *, what: str = "a tensor", error: type[Exceptio
         tensor = tensor.cpu()
     if not tensor.is_contiguous():
         tensor = tensor.contiguous()
-    if tensor.dtype != torch.bool and tensor.numel() > 0:
+    if tensor.dtype != torch.bool and tensor.numel() > 0 and tensor.data_ptr() % XLA_CPU_ALIGNMENT == 0:
         try:
             shared = jax.dlpack.from_dlpack(tensor)
-        except Exception:  # an unaligned buffer or a dtype DLPack lacks: copy below
+        except Exception:  # a dtype DLPack lacks: copy below
             pass
         else:
-            # DLPack shares the CPU buffer, so the array lives on the CPU; like jnp.asarray, the
-            # result belongs on JAX's default device (a GPU's, where there is one), or a model's
-            # weights would pin every call to the CPU.
-            default = jax.devices()[0]
-            return shared if default.platform == "cpu" else jax.device_put(shared, default)
-    return jnp.asarray(to_numpy(tensor))
+            if shared.unsafe_buffer_pointer() == tensor.data_ptr():
+                # DLPack shares the CPU buffer, so the array lives on the CPU; like jnp.asarray,
+                # the result belongs on JAX's default device (a GPU's, where there is one), or a
+                # model's weights would pin every call to the CPU.
+                default = jax.devices()[0]
+                return shared if default.platform == "cpu" else jax.device_put(shared, default)
+            del shared  # a deferred copy: made below instead
+    values = to_numpy(tensor)
+    if values.size and jax.devices()[0].platform == "cpu":
+        values = _aligned_copy(values)
+    copied = jax.device_put(values)
+    if release:
+        pages.release(tensor.data_ptr(), tensor.numel() * tensor.element_size())
+    return copied
 
 
 def narrowed(tensor: torch.Tensor, *, what: str = "a tensor", error: type[Exception] | None = None) -> torch.Tensor:
@@ -117,6 +137,16 @@ def jax_device(device: torch.device) -> jax.Device | None:
     except RuntimeError:  # no such JAX backend
         return None
     return None
+
+
+def _aligned_copy(values: np.ndarray) -> np.ndarray:
+    """A copy of `values` in a buffer aligned as XLA:CPU takes it as it lies, so that JAX keeps
+    this one copy rather than making its own (and a transient the heap would keep)."""
+    buffer = np.empty(values.nbytes + XLA_CPU_ALIGNMENT, np.uint8)
+    start = -buffer.ctypes.data % XLA_CPU_ALIGNMENT
+    copy = buffer[start:start + values.nbytes].view(values.dtype).reshape(values.shape)
+    np.copyto(copy, values)
+    return copy
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:

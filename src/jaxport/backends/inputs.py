@@ -18,10 +18,10 @@ from ..errors import InputError, ModelFileError
 from ..ir import Input
 
 
-def as_jax(x, what: str, error: type[Exception] = InputError):
+def as_jax(x, what: str, error: type[Exception] = InputError, release: bool = False):
     """Torch tensors and NumPy arrays become JAX arrays; JAX arrays and Python scalars stay as they
     are. Values JAX's 64-bit narrowing (x64 off) would change by more than rounding raise `error`
-    naming `what` ("input 'x'", "weight 'w'")."""
+    naming `what` ("input 'x'", "weight 'w'"). `release`: a weight, read once (`dlpack.to_jax`)."""
     if isinstance(x, jax.Array):
         return x
     if isinstance(x, (np.ndarray, np.generic)):
@@ -30,7 +30,7 @@ def as_jax(x, what: str, error: type[Exception] = InputError):
     if type(x).__module__.startswith("torch"):
         if getattr(x, "is_meta", False):
             raise error(f"{what} is on the meta device: it has shape {tuple(x.shape)} but no values")
-        return dlpack.to_jax(x, what=what, error=error)
+        return dlpack.to_jax(x, what=what, error=error, release=release)
     return x
 
 
@@ -40,7 +40,7 @@ def as_weight(x, name: str):
     `JaxModel.load_weights` must give it."""
     if getattr(x, "is_meta", False):
         return jax.ShapeDtypeStruct(tuple(x.shape), dtypes.narrow_dtype(dtypes.numpy_dtype(x.dtype)))
-    return as_jax(x, f"weight '{name}'", ModelFileError)
+    return as_jax(x, f"weight '{name}'", ModelFileError, release=True)
 
 
 def is_abstract(x) -> bool:

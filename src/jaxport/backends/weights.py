@@ -62,7 +62,7 @@ def _from_value(value: Any, what: str) -> Weight:
     kind = dtypes.numpy_dtype(value.dtype) if type(value).__module__.startswith("torch") else np.dtype(value.dtype)
 
     def read(sharding: Sharding | None) -> jax.Array:
-        array = as_jax(value, what)
+        array = as_jax(value, what, release=True)
         return array if sharding is None else jax.device_put(array, sharding)
 
     return Weight(tuple(value.shape), dtypes.narrow_dtype(kind), read)
@@ -77,7 +77,7 @@ def _from_checkpoint(checkpoint: Checkpoint, name: str) -> Weight:
 
     def read(sharding: Sharding | None) -> jax.Array:
         if sharding is None:
-            array = dlpack.to_jax(part(None), what=what, error=ModelFileError)
+            array = dlpack.to_jax(part(None), what=what, error=ModelFileError, release=True)
         else:
             array = jax.make_array_from_callback(shape, sharding, lambda index: dlpack.to_numpy(part(index)))
         return array.block_until_ready()  # its copy made and the file's pages let go before the next
