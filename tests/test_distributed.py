@@ -1,9 +1,10 @@
 """Two processes, one mesh: multi-process training gives the single-process losses.
 
 Two processes on 127.0.0.1 (two CPU devices each, gloo collectives) train the tiny GPT-2
-with FSDP + tensor parallelism over a data=2 x model=2 mesh, each feeding its own half of
-every batch; a third process trains the same model alone on one device on the whole
-batches. Both processes must report the reference losses.
+with FSDP + tensor parallelism over a data=2 x model=2 mesh, each starting from its saved
+checkpoint, read onto the mesh (each process reads only its own devices' slices), and feeding
+its own half of every batch; a third process trains the same model alone on one device on the
+whole batches. Both processes must report the reference losses.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.distributed.gpt2 import tiny_gpt2
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = [sys.executable, "-m", "tests.distributed.train_gpt2", "--steps", "3"]
@@ -49,10 +52,11 @@ def _result(proc: subprocess.Popen, what: str, deadline: float) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def test_two_processes_train_like_one():
+def test_two_processes_train_like_one(tmp_path):
+    tiny_gpt2().save_pretrained(tmp_path / "checkpoint", max_shard_size="20KB")
     port = _free_port()
     common = ["--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--local-devices", "2",
-              "--mesh", "data=2,model=2", "--rules", "fsdp+tp"]
+              "--mesh", "data=2,model=2", "--rules", "fsdp+tp", "--checkpoint", str(tmp_path / "checkpoint")]
     procs = []
     try:
         procs = [_start([*common, "--process-id", str(i)]) for i in range(2)]
@@ -74,4 +78,6 @@ def test_two_processes_train_like_one():
         assert run["sharded"]["transformer.h.0.attn.c_attn.weight"] == "P('data', 'model')"
         assert run["sharded"]["transformer.h.0.mlp.c_proj.weight"] == "P('model', 'data')"
         np.testing.assert_allclose(run["losses"], reference["losses"], rtol=1e-5)
+        # its own devices' slices only: half the sharded weights, all of the few replicated ones
+        assert 0 < run["elements_read"] < 0.7 * run["elements"], run
     assert workers[0]["losses"] == workers[1]["losses"]

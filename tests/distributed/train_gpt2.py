@@ -23,6 +23,7 @@ def _args():
     parser.add_argument("--mesh", default="none", help="data=2,model=2, or none")
     parser.add_argument("--rules", default="dp", help="dp, fsdp, tp or fsdp+tp")
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--checkpoint", default=None, help="start from this safetensors checkpoint, read onto the mesh")
     return parser.parse_args()
 
 
@@ -35,6 +36,20 @@ def _rules(spec: str):
     for name in spec.split("+"):
         rules = rules + presets[name]
     return rules
+
+
+def _count_reads(read: list[int]) -> None:
+    """Record how many elements each read of a checkpoint takes from its file."""
+    from jaxport import checkpoints
+
+    original = checkpoints.Checkpoint.read
+
+    def counted(self, name, index=None):
+        tensor = original(self, name, index)
+        read.append(tensor.numel())
+        return tensor
+
+    checkpoints.Checkpoint.read = counted
 
 
 def main() -> None:
@@ -57,13 +72,18 @@ def main() -> None:
 
     model = convert(tiny_gpt2())
     step = jaxport.train.train_step(model, lm_loss, optax.adam(3e-3))
-    state = step.init(0)
-    mesh, rows = None, slice(0, BATCH)
+    mesh, rows, read = None, slice(0, BATCH), []
     if args.mesh != "none":
         axes = {name: int(size) for name, size in (part.split("=") for part in args.mesh.split(","))}
         mesh = sharding.device_mesh(**axes)
-        state = sharding.shard(state, mesh, _rules(args.rules))
         rows = distributed.local_rows(mesh, BATCH)
+    if args.checkpoint:
+        _count_reads(read)
+        state = step.init(0, params=args.checkpoint, mesh=mesh, rules=_rules(args.rules))
+    else:
+        state = step.init(0)
+        if mesh is not None:
+            state = sharding.shard(state, mesh, _rules(args.rules))
     losses = []
     for tokens in batches(args.steps):
         local = tokens[rows]  # what this process's data loader would have read
@@ -74,6 +94,7 @@ def main() -> None:
         "process": jax.process_index(), "processes": jax.process_count(), "devices": jax.device_count(),
         "rows": [rows.start, rows.stop], "losses": losses, "sharded": sharding.describe(state),
         "fully_addressable": all(a.is_fully_addressable for a in jax.tree.leaves(state.params)),
+        "elements_read": sum(read), "elements": sum(a.size for a in jax.tree.leaves(state.params)),
     }), flush=True)
     if args.num_processes > 1:
         jax.distributed.shutdown()

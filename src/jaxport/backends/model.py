@@ -46,7 +46,9 @@ class JaxModel:
 
     def __init__(self, translation: Translation):
         program = self.program = translation.program
-        self.params = {k: as_weight(v, k) for k, v in translation.params.items()}
+        weights = translation.params.items()
+        self.params = {k: as_weight(v, k) for k, v in progress(weights, total=len(weights),
+                                                               what=f"{translation.name}: taking weights")}
         self.parameter_names = tuple(translation.parameter_names)
         self.buffer_names = tuple(translation.buffer_names)
         self.tied = dict(translation.tied)
