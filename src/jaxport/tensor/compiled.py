@@ -108,7 +108,7 @@ def _keyed(key: tuple, floats: list) -> tuple[tuple, bool]:
         return (key, values), False
     if not known.traced and not known.static and values != known.first:
         known.traced = True
-    return ((key, "traced"), True) if known.traced else ((key, values), False)
+    return ((key, "traced"), True) if known.traced and not known.static else ((key, values), False)
 
 
 def _bounded(table: collections.OrderedDict) -> None:
@@ -139,6 +139,10 @@ class _Call:
 
 
 _CALLS: collections.OrderedDict[tuple, _Call] = collections.OrderedDict()
+#: Calls that ran compiled, and lowerings that ran op by op with a signature that could be
+#: compiled (not yet hot, or kept out: a float its lowering needs as a value, an output that is
+#: not a tensor). Decompositions, random and value-dependent ops are in neither.
+counts = collections.Counter()
 #: `registry.user_version()` when `_CALLS` was last emptied.
 _lowerings_version = 0
 
@@ -175,12 +179,14 @@ def compiled_call(func, args, kwargs):
                 return None, (func, key, tensors, floats if traced else None)
         if traced:
             arrays += floats
+        counts["compiled"] += 1
         return call.run(arrays, tensors), None
     return None, (func, key, tensors, floats if traced else None)
 
 
 def seen(sighting: Sighting, plan: Lowered, args, kwargs, meta) -> None:
     """Count a sighting of a call signature; on the one that makes it hot, compile it."""
+    counts["op by op"] += 1
     call = _CALLS.get(sighting.key)
     if call is None:
         _bounded(_CALLS)

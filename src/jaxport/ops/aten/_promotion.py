@@ -53,6 +53,12 @@ def is_scalar(value) -> bool:
     return isinstance(value, (bool, int, float, complex, np.generic)) or jax.export.is_symbolic_dim(value)
 
 
+def is_one(value) -> bool:
+    """Whether `value` is a scalar equal to 1: a scaling step can be skipped. A traced scalar
+    (an eager call's float taken as an argument) is not known to be."""
+    return is_scalar(value) and value == 1
+
+
 def _promote(a, b):
     if a is None:
         return b

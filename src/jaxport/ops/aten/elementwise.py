@@ -21,6 +21,7 @@ from ._promotion import (
     canonical_dim,
     category,
     float_type,
+    is_one,
     is_real_floating,
     multiply_add,
     opmath_type,
@@ -32,6 +33,8 @@ from .reduction import p_norm
 
 def _scalar_as(value, dtype):
     """A Python scalar in `dtype` as PyTorch casts it: out-of-range integers wrap (-3 in uint8 is 253)."""
+    if isinstance(value, jax.Array):  # traced: a float, cast as jnp does
+        return value.astype(dtype)
     return jnp.asarray(np.asarray(value).astype(dtype))
 
 
@@ -187,7 +190,7 @@ def aten_add(self, other, alpha=1):
     if dtype == np.bool_:
         self, other = promote(self, other)
         return self | other if alpha else self
-    if alpha == 1:
+    if is_one(alpha):
         return _compute(lambda a, b: a + b, dtype, self, other)
     if is_real_floating(dtype):  # PyTorch fuses self + alpha * other into one multiply-add
         return _compute(lambda a, b: multiply_add(_scalar_as(alpha, a.dtype), b, a), dtype, self, other)
@@ -200,7 +203,7 @@ def aten_addcdiv(self, tensor1, tensor2, *, value=1):
     dtype = result_type(self, tensor1, tensor2)
 
     def fn(s, a, b):
-        scaled = jnp.asarray(value, s.dtype) * a if value != 1 else a
+        scaled = a if is_one(value) else jnp.asarray(value, s.dtype) * a
         return _add_quotient(s, scaled, b) if is_real_floating(s.dtype) else s + scaled / b
 
     return _compute(fn, dtype, self, tensor1, tensor2)
@@ -226,7 +229,7 @@ def aten_addcmul(self, tensor1, tensor2, *, value=1):
         return self | (tensor1 & tensor2) if value else self
 
     def fn(s, a, b):
-        scaled = jnp.asarray(value, s.dtype) * a if value != 1 else a
+        scaled = a if is_one(value) else jnp.asarray(value, s.dtype) * a
         if is_real_floating(s.dtype):  # PyTorch: value * a first, then one multiply-add
             return multiply_add(scaled, b, s)
         return s + scaled * b
@@ -941,7 +944,7 @@ def aten_special_xlog1py(self, other):
 def aten_sub(self, other, alpha=1):
     """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
     dtype = result_type(self, other)
-    if alpha == 1:
+    if is_one(alpha):
         return _compute(lambda a, b: a - b, dtype, self, other)
     if is_real_floating(dtype):  # PyTorch adds -alpha * other, one multiply-add
         return _compute(lambda a, b: multiply_add(_scalar_as(-alpha, a.dtype), b, a), dtype, self, other)
