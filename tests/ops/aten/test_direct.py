@@ -803,3 +803,28 @@ def test_zero_sign_fixes_keep_gradient(op, torch_fn):
     lowering = registry.lookup(f"aten.{op}")
     got = jax.jit(jax.grad(lambda v: lowering(v).sum()))(_jax(x))
     np.testing.assert_allclose(np.asarray(got), leaf.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, I32])
+def test_prims_fma_is_one_multiply_add(dtype):
+    """Inductor's `prims.fma` (a compiled optimizer's addcmul_), against the product and sum in
+    float64 (one rounding, as a fused kernel gives it): within an ulp of the product elsewhere
+    (`multiply_add`), exact in the special values a fused kernel keeps."""
+    generator = torch.Generator().manual_seed(11)
+    if dtype == I32:
+        a, b, c = (torch.randint(-50, 50, (4, 5), generator=generator, dtype=dtype) for _ in range(3))
+        want = a * b + c
+    else:
+        a, b, c = (torch.randn(4, 5, generator=generator).to(dtype) for _ in range(3))
+        big = torch.finfo(dtype).max
+        a[0, :4] = torch.tensor([float("inf"), float("nan"), -0.0, big], dtype=dtype)
+        b[0, :4] = torch.tensor([2.0, 1.0, 1.0, 2.0], dtype=dtype)
+        c[0, :4] = torch.tensor([1.0, 1.0, -0.0, -big], dtype=dtype)  # big * 2 - big: finite once fused
+        want = (a.double() * b.double() + c.double()).to(dtype)
+    got = jax.jit(registry.lookup("prims.fma.default"))(*(_jax(t) for t in (a, b, c)))
+    assert got.dtype == jax.dtypes.canonicalize_dtype(dtypes.numpy_dtype(dtype))
+    got = torch.from_numpy(np.array(got.astype(jnp.float32) if dtype == BF16 else got)).to(dtype)
+    tolerance = dict(rtol=0, atol=0) if dtype == I32 else dict(rtol=1e-6, atol=1e-6) if dtype == F32 else {}
+    torch.testing.assert_close(got, want, equal_nan=True, **tolerance)
+    if dtype != I32:
+        assert torch.signbit(got[0, 2]) and torch.isfinite(got[0, 3])

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..registry import aten
+from ..registry import aten, prims
 from ._promotion import (
     as_array,
     canonical,
@@ -235,6 +235,18 @@ def aten_addcmul(self, tensor1, tensor2, *, value=1):
         return s + scaled * b
 
     return _compute(fn, dtype, self, tensor1, tensor2)
+
+
+@prims("fma.default")
+def prims_fma(a, b, c):
+    """fma(Tensor a, Tensor b, Tensor c) -> Tensor
+
+    Inductor's fused multiply-add, which its decompositions record (a compiled `torch.optim`
+    step's `addcmul_`): one multiply-add, as the kernel Inductor writes for it."""
+    dtype = result_type(a, b, c)
+    if is_real_floating(dtype):
+        return _compute(multiply_add, dtype, a, b, c)
+    return _compute(lambda x, y, z: x * y + z, dtype, a, b, c)
 
 
 @aten("allclose.default")
