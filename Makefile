@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-slow test-compat gpu-check codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference opinfo-gradients onnx-report catalogue catalogue-head precision lint bench bench-torchax bench-real-sizes clean
+.PHONY: setup demo test test-slow test-compat gpu-check codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference opinfo-gradients onnx-report catalogue catalogue-head precision lint bench bench-quick bench-torchax bench-real-sizes clean
 
 setup: $(STAMP)
 
@@ -187,6 +187,12 @@ lint: setup
 
 # Every benchmark pins every backend to the same cores: CORES=1 (default) or CORES=all.
 CORES ?= 1
+# The hot paths' ratios in a few minutes on one core (backend over jm, eager per op, the product
+# kernel), beside the newest committed row of another commit: run before resolving an issue that
+# touches one, and quote it.
+bench-quick: setup
+	$(PY) benchmarks/bench_quick.py --cores 1
+
 bench: setup
 	$(PY) benchmarks/bench_models.py --cores $(CORES)
 	$(PY) benchmarks/bench_eager.py --cores $(CORES)
