@@ -106,6 +106,10 @@ def _keyed(key: tuple, floats: list) -> tuple[tuple, bool]:
         _bounded(_FLOATS)
         _FLOATS[key] = _Floats(values)
         return (key, values), False
+    try:
+        _FLOATS.move_to_end(key)
+    except KeyError:  # another thread dropped it meanwhile
+        pass
     if not known.traced and not known.static and values != known.first:
         known.traced = True
     return ((key, "traced"), True) if known.traced and not known.static else ((key, values), False)
@@ -171,7 +175,10 @@ def compiled_call(func, args, kwargs):
         key, traced = _keyed(key, floats)
     call = _CALLS.get(key)
     if call is not None and call.run is not None and call.func is func:
-        _CALLS.move_to_end(key)
+        try:
+            _CALLS.move_to_end(key)
+        except KeyError:  # another thread dropped it meanwhile: this call still runs
+            pass
         arrays = [_input_array(t) for t in tensors]
         # Under jax.jit (jax_fn) the op is traced into the caller's program instead.
         for array in arrays:
