@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.tensor.test_recompiles import OPTIMIZERS
+from tests.support.optimizers import OPTIMIZERS
 
 STEPS = 10
 
