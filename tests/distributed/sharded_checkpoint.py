@@ -25,7 +25,8 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import jaxport  # noqa: E402
-from jaxport import checkpoints, sharding  # noqa: E402
+from jaxport import sharding  # noqa: E402
+from tests.distributed.reads import count_checkpoint_reads  # noqa: E402
 
 CONFIG = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=8,
               num_key_value_heads=4, vocab_size=128, tie_word_embeddings=False)
@@ -41,14 +42,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         model.save_pretrained(directory, max_shard_size="100KB")
         reads = []
-        read = checkpoints.Checkpoint.read
-
-        def counted(self, name, index=None):
-            tensor = read(self, name, index)
-            reads.append(tensor.numel())
-            return tensor
-
-        checkpoints.Checkpoint.read = counted
+        count_checkpoint_reads(reads)
         with torch.device("meta"):
             meta = transformers.LlamaForCausalLM(config).eval()
         lm = jaxport.from_causal_lm(meta, max_length=20, max_batch=2)

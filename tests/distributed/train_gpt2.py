@@ -38,20 +38,6 @@ def _rules(spec: str):
     return rules
 
 
-def _count_reads(read: list[int]) -> None:
-    """Record how many elements each read of a checkpoint takes from its file."""
-    from jaxport import checkpoints
-
-    original = checkpoints.Checkpoint.read
-
-    def counted(self, name, index=None):
-        tensor = original(self, name, index)
-        read.append(tensor.numel())
-        return tensor
-
-    checkpoints.Checkpoint.read = counted
-
-
 def main() -> None:
     args = _args()
     import jax
@@ -69,6 +55,7 @@ def main() -> None:
     import jaxport
     from jaxport import sharding
     from tests.distributed.gpt2 import BATCH, batches, convert, lm_loss, tiny_gpt2
+    from tests.distributed.reads import count_checkpoint_reads
 
     model = convert(tiny_gpt2())
     step = jaxport.train.train_step(model, lm_loss, optax.adam(3e-3))
@@ -78,7 +65,7 @@ def main() -> None:
         mesh = sharding.device_mesh(**axes)
         rows = distributed.local_rows(mesh, BATCH)
     if args.checkpoint:
-        _count_reads(read)
+        count_checkpoint_reads(read)
         state = step.init(0, params=args.checkpoint, mesh=mesh, rules=_rules(args.rules))
     else:
         state = step.init(0)
