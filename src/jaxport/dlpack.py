@@ -116,6 +116,8 @@ def share(tensor: torch.Tensor) -> jax.Array | None:
         return None
     if dtypes.narrow_dtype(exact) != exact:
         return None
+    if tensor.device.type == "cpu" and tensor.data_ptr() % XLA_CPU_ALIGNMENT:
+        return None  # JAX would copy it (and allocate that copy only to have it dropped here)
     try:
         array = jax.dlpack.from_dlpack(tensor.detach())
     except Exception:  # a dtype DLPack lacks, a device JAX lacks
