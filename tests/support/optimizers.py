@@ -20,6 +20,10 @@ OPTIMIZERS = {
     "LBFGS": dict(lr=0.5, max_iter=3, history_size=4),
 }
 
+#: The optimizers with a foreach form (`foreach=True`: one `_foreach_*` call per update over
+#: every parameter); on the jax device and the CPU the default is the single-tensor form.
+FOREACH = [name for name in OPTIMIZERS if name != "LBFGS"]
+
 SCHEDULERS = {
     "CosineAnnealingLR": lambda opt: torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=40),
     "StepLR": lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.7),

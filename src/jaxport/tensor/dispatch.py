@@ -12,6 +12,7 @@ call in place of the op-by-op JAX calls and dtype bookkeeping of the first runs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import traceback
 from typing import Any
@@ -24,7 +25,7 @@ import torch.utils._pytree as pytree
 
 from .. import dlpack, dtypes
 from ..errors import LoweringError, OpUse, UnsupportedOpsError
-from ..frontends import aten_schema
+from ..frontends import aten_schema, foreach
 from . import _table
 from .arguments import lowered, lowering_arguments, unwrap
 from .compiled import Sighting, compiled_call, seen
@@ -293,7 +294,9 @@ def _kind(func) -> _Kind:
     # By id: OpOverload hashes in Python, which costs a microsecond on every call.
     entry = _KINDS.get(id(func))
     if entry is None or entry[0] is not func:
-        kind = _Kind(_SPECIAL.get(func), func.is_view or func in _UNTRACKED_VIEWS, aten_schema.out_arguments(func),
+        special = _SPECIAL.get(func) or (functools.partial(foreach.run, func) if func._opname.startswith(foreach.PREFIX)
+                                           else None)
+        kind = _Kind(special, func.is_view or func in _UNTRACKED_VIEWS, aten_schema.out_arguments(func),
                      aten_schema.written_argument(func))
         entry = _KINDS[id(func)] = (func, kind)
     return entry[1]

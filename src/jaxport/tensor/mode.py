@@ -92,7 +92,8 @@ class _FunctionLevelMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in _DATA_CONSTRUCTORS and _on_jax(kwargs.get("device")):
+        if func in _DATA_CONSTRUCTORS and (_on_jax(kwargs.get("device"))
+                                           or _creates_on_wrapper_device(kwargs)):
             kwargs = dict(kwargs)
             kwargs["device"] = "cpu"
             requires_grad = kwargs.pop("requires_grad", False)

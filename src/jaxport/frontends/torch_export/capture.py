@@ -17,7 +17,7 @@ from torch.export import ExportedProgram
 
 from ...errors import ExportError, OpUse, UnsupportedOpsError
 from ...ops import registry
-from .. import aten_schema, hugging_face
+from .. import aten_schema, foreach, hugging_face
 from ..aten_schema import op_name
 from .inplace import rebindable, view_writes
 from .nodes import INLINED_HOPS, module_path, source
@@ -89,7 +89,8 @@ def missing_decompositions() -> dict:
     backward graphs hold ops such as `native_layer_norm_backward`). Read from the registry at
     each call, so lowerings registered later are lowered whole."""
     names = registry.registered_names()
-    return {op: fn for op, fn in torch.export.default_decompositions().items() if str(op) not in names}
+    table = {**torch.export.default_decompositions(), **foreach.decompositions()}
+    return {op: fn for op, fn in table.items() if str(op) not in names}
 
 
 def missing_in_graph(ep: ExportedProgram) -> list[OpUse]:

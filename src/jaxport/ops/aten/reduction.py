@@ -547,9 +547,17 @@ def aten_logsumexp(self, dim, keepdim=False):
     return jax.nn.logsumexp(x, axis=axes, keepdims=keepdim).astype(out_dtype)
 
 
+def _refuse_empty(name: str, x) -> None:
+    """A full max or min of no elements has no value: PyTorch's error, not JAX's."""
+    if x.size == 0:
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                           "Specify the reduction dim with the 'dim' argument.")
+
+
 @aten("max.default")
 def aten_max(self):
     """max(Tensor self) -> Tensor"""
+    _refuse_empty("max", self)
     return jnp.max(self)
 
 
@@ -587,6 +595,7 @@ def aten_median_dim(self, dim, keepdim=False):
 @aten("min.default")
 def aten_min(self):
     """min(Tensor self) -> Tensor"""
+    _refuse_empty("min", self)
     return jnp.min(self)
 
 
