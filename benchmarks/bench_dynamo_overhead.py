@@ -14,6 +14,7 @@ pinned to the same `--cores` (`_setup`):
 - jm: `jaxport.from_torch(module, args, kwargs)` called on the same torch tensors, its JAX
   outputs blocked until ready (the model's arithmetic without Dynamo, AOTAutograd, the model's
   Python or the tensor exchange);
+- inductor: `torch.compile(module)`, PyTorch's own compiler (what a user would pick instead);
 - floor: `torch.compile` through AOTAutograd with a compiler that does no work (each graph hands
   back the outputs of its first call): what Dynamo's guards, AOTAutograd's wrappers and the
   model's Python left outside the graph cost per call, which no backend avoids. The backend's
@@ -104,6 +105,10 @@ def measure(name: str, runs: int) -> dict:
         compiled = torch.compile(module, backend="jaxport")
         floor = torch.compile(module, backend=FLOOR)
         floor(*args, **kwargs)
+        inductor = torch.compile(module)
+        start = time.perf_counter()
+        inductor(*args, **kwargs)
+        row["compile_s"]["inductor"] = time.perf_counter() - start
         start = time.perf_counter()
         jm = jaxport.from_torch(module, args, kwargs)
         jax.block_until_ready(jm(*args, **kwargs))
@@ -126,6 +131,7 @@ def measure(name: str, runs: int) -> dict:
             "jaxport": backend_call,
             "jm": lambda: jax.block_until_ready(jm(*args, **kwargs)),
             "floor": lambda: floor(*args, **kwargs),
+            "inductor": lambda: inductor(*args, **kwargs),
         }
         times = interleaved(list(fns.values()), runs, block=10)
     row["ms"] = {side: round(t.wall_s * 1e3, 4) for side, t in zip(fns, times)}
@@ -137,18 +143,25 @@ def measure(name: str, runs: int) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| model | tensors | eager ms | jaxport ms | jm ms | jaxport/jm | floor ms | jaxport in graphs ms | "
-             "eager cpu ms | jaxport cpu ms | jm cpu ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | tensors | eager ms | jaxport ms | jm ms | jaxport/jm | inductor ms | jaxport/inductor | "
+             "floor ms | jaxport in graphs ms | eager cpu ms | jaxport cpu ms | jm cpu ms | inductor cpu ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         if "error" in row:
-            lines.append(f"| {row['model']} | {row['error']} | | | | | | | | | |")
+            lines.append(f"| {row['model']} | {row['error']} |" + " |" * 12)
             continue
         ms, cpu = row["ms"], row["cpu_ms"]
+        inductor = ms.get("inductor")  # rows from before the Inductor side have none
         lines.append(f"| {row['model']} | {row['tensors']} | {ms['eager']:.3f} | {ms['jaxport']:.3f} | {ms['jm']:.3f} | "
-                     f"{ms['jaxport'] / ms['jm']:.2f} | {ms['floor']:.3f} | {row['in_graphs_ms']:.3f} | "
-                     f"{cpu['eager']:.3f} | {cpu['jaxport']:.3f} | {cpu['jm']:.3f} |")
+                     f"{ms['jaxport'] / ms['jm']:.2f} | {_or_blank(inductor, '.3f')} | "
+                     f"{_or_blank(inductor and ms['jaxport'] / inductor, '.2f')} | {ms['floor']:.3f} | "
+                     f"{row['in_graphs_ms']:.3f} | {cpu['eager']:.3f} | {cpu['jaxport']:.3f} | {cpu['jm']:.3f} | "
+                     f"{_or_blank(cpu.get('inductor'), '.3f')} |")
     return "\n".join(lines)
+
+
+def _or_blank(value, spec: str) -> str:
+    return "" if value is None else format(value, spec)
 
 
 def main() -> None:

@@ -332,6 +332,25 @@ def test_parameters_are_imported_once(monkeypatch):
         for y in fresh:
             torch.testing.assert_close(compiled(y), model(y))
     assert len(imported) == 10  # then only each new input
+    with torch.no_grad():
+        for _ in range(3):  # written in place, as an optimizer's step writes: seen through the kept arrays
+            model[0].weight.mul_(0.5)
+            torch.testing.assert_close(compiled(fresh[-1]), model(fresh[-1]))
+    assert len(imported) == 10
+
+
+def test_a_parameter_rebound_to_another_view_of_its_memory_is_seen():
+    """`.data` set to its own transpose: the same address and version counter, another layout."""
+    torch.manual_seed(3)
+    model = torch.nn.Linear(6, 6)
+    compiled = torch.compile(model, backend="jaxport")
+    x = torch.randn(2, 6, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+        pointer, version = model.weight.data_ptr(), model.weight._version
+        model.weight.data = model.weight.data.t()
+        assert (model.weight.data_ptr(), model.weight._version) == (pointer, version)
+        torch.testing.assert_close(compiled(x), model(x))
 
 
 def test_in_place_updates_are_seen():

@@ -304,12 +304,13 @@ class CompiledGraph:
         for slot, position in enumerate(self._tensor_positions):
             tensor = args[position]
             entry = imports[slot]
-            if (entry is not None and entry[0]() is tensor
-                    and entry[1] == (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype)
-                    and (entry[3] is None or entry[3] == tensor._version)):
+            # The same tensor at the same address and version as when its array was kept: its
+            # layout cannot have changed (every in-place op, metadata ones too, bumps the version).
+            if (entry is not None and entry[3] == tensor._version and entry[0]() is tensor
+                    and entry[1][0] == tensor.data_ptr()):
                 arrays.append(entry[2])
             else:
-                arrays.append(self._import(slot, tensor))
+                arrays.append(self._written_or_new(slot, tensor))
         if self._fence:
             arrays.append(self._fence_array())
         statics = tuple([args[i] for i in self._scalar_positions]) if self._scalar_positions else ()
@@ -342,6 +343,16 @@ class CompiledGraph:
                     self._pending.append(flags)
         return results
 
+    def _written_or_new(self, slot: int, tensor: torch.Tensor) -> jax.Array:
+        """The kept array of a tensor written in place since (an optimizer's step), where the
+        array shares its memory and the layout held, its version noted; else a new import."""
+        entry = self._imports[slot]
+        if (entry is not None and entry[4] and entry[0]() is tensor
+                and entry[1] == (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype)):
+            self._imports[slot] = (*entry[:3], tensor._version, True)
+            return entry[2]
+        return self._import(slot, tensor)
+
     def _import(self, slot: int, tensor: torch.Tensor) -> jax.Array:
         """`tensor` as the array the jitted function takes in its slot, kept for the next call:
         for as long as the tensor keeps its memory and layout where the array shares them, and
@@ -373,7 +384,7 @@ class CompiledGraph:
                     array = self._placed(dlpack.to_jax(view))
         ref = weakref.ref(tensor, functools.partial(_forget, weakref.ref(self._imports), slot))
         key = (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype)
-        self._imports[slot] = (ref, key, array, None if shared else version)
+        self._imports[slot] = (ref, key, array, version, shared)
         return array
 
     def _placed(self, array: jax.Array) -> jax.Array:
