@@ -32,6 +32,13 @@ from tests.support.numeric import assert_close
 pytestmark = pytest.mark.skipif(os.environ.get("JAXPORT_NATIVE") == "0", reason="JAXPORT_NATIVE=0")
 
 
+@pytest.fixture(autouse=True)
+def product_kernel():
+    """The product kernel wherever it applies, whether or not this CPU measured it faster."""
+    with _native.product_kernel(True):
+        yield
+
+
 @pytest.fixture
 def everywhere(monkeypatch):
     """The kernel on every depthwise convolution it can take, not only where it pays."""
@@ -539,3 +546,21 @@ def test_models_attend_on_the_kernel():
     expected = module(x).detach().numpy()
     assert_close(model(x), expected, rtol=1e-5, atol=1e-5)
     assert_close(model.frozen()(x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_products_stay_xlas_where_the_kernel_does_not_pay(monkeypatch):
+    """By default the kernel is taken only where this CPU measured it faster than XLA's product
+    (`_product_kernel_pays`, once per process); `product_kernel(False)` declines it too."""
+    rng = np.random.default_rng(12)
+    rows, weight = rng.standard_normal((8, 128), np.float32), jnp.asarray(rng.standard_normal((96, 128), np.float32))
+    has_kernel = lambda fn, *args: _native.MATMUL_TARGET in fn.lower(*args).as_text()  # noqa: E731
+    with _native.product_kernel(False):
+        assert not has_kernel(_constant_product(weight), rows)
+    token = _native._product_kernel_choice.set(None)  # as measured
+    try:
+        assert isinstance(_native._product_kernel_pays(), bool)
+        for measured in (False, True):
+            monkeypatch.setattr(_native, "_product_kernel_pays", lambda verdict=measured: verdict)
+            assert has_kernel(_constant_product(weight), rows) is measured
+    finally:
+        _native._product_kernel_choice.reset(token)

@@ -26,6 +26,7 @@ import functools
 import math
 import os
 import sysconfig
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,6 +150,23 @@ MIN_PRODUCT_SIDE = 64
 SLIVER = 16  # output columns per sliver of a packed weight (matmul.cc's kNr)
 
 
+#: Whether `product` takes the kernel where it applies: None (the default) as measured on this
+#: CPU (`_product_kernel_pays`); `product_kernel(True | False)` decides instead.
+_product_kernel_choice: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
+    "jaxport_product_kernel", default=None)
+
+
+@contextlib.contextmanager
+def product_kernel(use: bool) -> Iterator[None]:
+    """Trace products with a constant weight on the kernel (True) or on XLA's product (False),
+    whichever this CPU measured faster notwithstanding."""
+    token = _product_kernel_choice.set(use)
+    try:
+        yield
+    finally:
+        _product_kernel_choice.reset(token)
+
+
 def _takes_constant_weight(rows, weight, weight_ndim: int, compute_dtype) -> bool:
     """Whether the product kernels apply: traced float32 rows [m, k] times a float32 weight of
     `weight_ndim` dims that is a constant of the program being traced (concrete), its matrices'
@@ -159,14 +177,51 @@ def _takes_constant_weight(rows, weight, weight_ndim: int, compute_dtype) -> boo
             and loaded())
 
 
+def _product_kernel_wanted() -> bool:
+    choice = _product_kernel_choice.get()
+    return _product_kernel_pays() if choice is None else choice
+
+
+@functools.cache
+def _product_kernel_pays() -> bool:
+    """Whether the kernel beats XLA's own product on this CPU, measured once per process: rows
+    128 x 768 times a constant 3072 x 768 weight (BERT-base's MLP), the best of 5 calls each.
+    The kernel's register tile is two 256-bit vectors wide; where XLA's products use wider ones
+    (AVX-512: 3.23 ms against the kernel's 5.23 on an AMD EPYC, one core) it loses, and every
+    product stays XLA's."""
+    if not loaded():
+        return False
+    with jax.ensure_compile_time_eval():
+        rng = np.random.default_rng(0)
+        rows = jax.numpy.asarray(rng.standard_normal((128, 768), np.float32))
+        weight = jax.numpy.asarray(rng.standard_normal((3072, 768), np.float32))
+        packed = _slivers(weight)
+        call = jax.ffi.ffi_call(MATMUL_TARGET, jax.ShapeDtypeStruct((128, 3072), np.float32))
+        kernel = jax.jit(lambda r: call(r, packed))
+        xla = jax.jit(lambda r: jax.lax.dot_general(r, weight, (((1,), (1,)), ((), ()))))
+        return _best_of(kernel, rows) < _best_of(xla, rows)
+
+
+def _best_of(fn, *args, calls: int = 5) -> float:
+    jax.block_until_ready(fn(*args))
+    best = math.inf
+    for _ in range(calls):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def product(rows, weight, contracting, compute_dtype, portable_formulation):
     """The kernel's formulation of rows [m, k] times a constant weight contracted over its
     dimension `contracting` ([n, k] with 1, [k, n] with 0), or None where it does not apply:
     the weight must be a constant of the program being traced (a concrete array while `rows`
     is traced), both float32 matrices, the weight's sides `MIN_PRODUCT_SIDE` or more. The weight
-    is packed for the kernel here, once per trace, as the program's constant. Derivatives come
-    from `portable_formulation` (the product is linear in `rows`; the constant has none)."""
-    if not _takes_constant_weight(rows, weight, 2, compute_dtype):
+    is packed for the kernel here, once per trace, as the program's constant. Taken only where
+    this CPU measured the kernel faster than XLA's product (`_product_kernel_pays`) or
+    `product_kernel(True)` asks for it. Derivatives come from `portable_formulation` (the
+    product is linear in `rows`; the constant has none)."""
+    if not _takes_constant_weight(rows, weight, 2, compute_dtype) or not _product_kernel_wanted():
         return None
     with jax.ensure_compile_time_eval():
         packed = _slivers(weight if contracting == 1 else weight.T)
