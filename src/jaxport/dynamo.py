@@ -306,8 +306,8 @@ class CompiledGraph:
             entry = imports[slot]
             # The same tensor at the same address and version as when its array was kept: its
             # layout cannot have changed (every in-place op, metadata ones too, bumps the version).
-            if (entry is not None and entry[3] == tensor._version and entry[0]() is tensor
-                    and entry[1][0] == tensor.data_ptr()):
+            if (entry is not None and entry[3] is not _UNVERSIONED and entry[3] == tensor._version
+                    and entry[0]() is tensor and entry[1][0] == tensor.data_ptr()):
                 arrays.append(entry[2])
             else:
                 arrays.append(self._written_or_new(slot, tensor))
@@ -349,7 +349,8 @@ class CompiledGraph:
         entry = self._imports[slot]
         if (entry is not None and entry[4] and entry[0]() is tensor
                 and entry[1] == (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype)):
-            self._imports[slot] = (*entry[:3], tensor._version, True)
+            if entry[3] is not _UNVERSIONED:
+                self._imports[slot] = (*entry[:3], tensor._version, True)
             return entry[2]
         return self._import(slot, tensor)
 
@@ -361,7 +362,10 @@ class CompiledGraph:
         if tensor.dtype != self._dtypes[slot]:
             raise InputError(f"graph input {name!r} is {tensor.dtype}; the graph was compiled for "
                              f"{self._dtypes[slot]}")
-        version = tensor._version  # before reading it: a write meanwhile imports again next call
+        # Before reading it: a write meanwhile imports again next call. An inference tensor has
+        # no version counter: its shared array is kept while its address and layout hold (writes
+        # show through it), a copy of it is never kept.
+        version = _UNVERSIONED if tensor.is_inference() else tensor._version
         crossing = self._crossings[slot]
         shared = False
         if crossing == NARROWED:
@@ -417,6 +421,9 @@ class CompiledGraph:
         raise InputError(f"graph input(s) {', '.join(map(repr, names))} hold int64 values outside int32's "
                          f"range, and JAX stores int64 as int32 with its x64 mode off: {dtypes.X64_HINT}")
 
+
+#: The version a kept import of an inference tensor (which has no version counter) records.
+_UNVERSIONED = object()
 
 #: What each output of a `CompiledGraph` is: one of its inputs, None, a size or scalar, a tensor.
 _INPUT, _NONE, _SCALAR, _TENSOR = range(4)
