@@ -65,3 +65,36 @@ def test_the_users_own_directory_and_size_are_kept(tmp_path):
 def test_default_directory_follows_xdg(tmp_path):
     directory = _run({"XDG_CACHE_HOME": str(tmp_path), "JAXPORT_CACHE_DIR": None, "JAX_COMPILATION_CACHE_DIR": None})[0]
     assert directory == os.path.join(str(tmp_path), "jaxport", "xla")
+    assert os.stat(directory).st_mode & 0o777 == 0o700  # what it holds is the user's alone
+    assert os.stat(os.path.dirname(directory)).st_mode & 0o777 == 0o700
+
+
+FROZEN = textwrap.dedent("""
+    import os, sys
+    import jax
+    import torch
+    import jaxport
+    directory = jax.config.jax_compilation_cache_dir
+    torch.manual_seed(0)
+    module = torch.nn.Linear(256, 256)
+    x = torch.randn(2, 256)
+    model = jaxport.from_torch(module, (x,))
+    counts = []
+    for run in (lambda: model(x), lambda: model.frozen()(x), lambda: model.frozen(persistent_cache=True)(x)):
+        jax.block_until_ready(run())
+        counts.append(len(os.listdir(directory)))
+    print(*counts)
+""")
+
+
+def test_programs_holding_weights_are_not_cached_unless_asked(tmp_path):
+    """A frozen program carries the weights as constants: no cache entry for it, unless
+    `frozen(persistent_cache=True)`; the model's own call (weights as arguments) is cached."""
+    environment = {**os.environ, "PYTHONPATH": ROOT, "JAXPORT_CACHE_DIR": str(tmp_path),
+                   "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    environment.pop("JAX_COMPILATION_CACHE_DIR", None)
+    done = subprocess.run([sys.executable, "-c", FROZEN], env=environment, capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    called, frozen, asked = map(int, done.stdout.split()[-3:])
+    assert called >= 1 and frozen == called and asked > frozen

@@ -15,23 +15,41 @@ the devices, so a cached program is never run where it was not compiled for. A d
 cannot be made leaves the cache off, with a warning.
 
 In a directory jaxport chose, the cache keeps at most `MAX_BYTES` (JAX evicts the least recently
-used programs beyond it), unless `jax_compilation_cache_max_size` says otherwise: a `frozen()`
-program holds the model's weights (BERT-base's is 440 MB), and loading one saves little of its
+used programs beyond it), unless `jax_compilation_cache_max_size` says otherwise. A directory
+jaxport makes is private to the user (mode 0700): a cached program may be read back by anyone
+who can read the file.
+
+Programs that hold a model's weights as constants are not written to the cache (`uncached`):
+`frozen()`'s (unless `frozen(persistent_cache=True)`), and any converted model's whose program
+folds more than `FOLDED_BYTES` of constants. Weights left on disk, readable beside the user's
+other caches, would be a copy of the model nobody asked for; and loading one saves little of its
 first call, which is mostly tracing with the weights as constants (measured on the CPU: BERT-base
 frozen, 10.0 s in a fresh cache and 10.0 s again; ResNet-50 through `jm(...)`, 1.69 s and 0.38 s).
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import warnings
 
 import jax
+from jax._src import config as _jax_config
 
 #: What `JAXPORT_CACHE_DIR` says to turn the cache off.
 _OFF = ("", "0", "off", "false", "no", "none")
 #: The most a cache directory jaxport chose may hold, in bytes.
 MAX_BYTES = 2 * 2**30
+#: A program folding more bytes of constants than this holds weights: not cached (`uncached`).
+FOLDED_BYTES = 2**20
+
+
+def uncached() -> contextlib.AbstractContextManager:
+    """A context within which (this thread's) compilations are not written to the persistent
+    cache: JAX writes only programs that took at least `jax_persistent_cache_min_compile_time_secs`
+    to compile, here set to infinity. Reading the cache is unchanged."""
+    return _jax_config.persistent_cache_min_compile_time_secs(math.inf)
 
 
 def default_directory() -> str:
@@ -51,7 +69,9 @@ def configure() -> str | None:
         return None
     directory = os.path.expanduser(setting) if setting is not None else default_directory()
     try:
-        os.makedirs(directory, exist_ok=True)
+        if setting is None:  # ~/.cache/jaxport too: private, as what it holds is
+            os.makedirs(os.path.dirname(directory), mode=0o700, exist_ok=True)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
     except OSError as e:
         warnings.warn(f"jaxport: JAX's compilation cache stays off: cannot make {directory} ({e.strerror}); "
                       "set JAXPORT_CACHE_DIR to a writable directory, or to 'off'", stacklevel=2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -10,6 +11,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 
+from .. import cache
 from ..errors import InputError
 from ..ir import Translation, interpret
 from ..placement import Rule, Rules, auto_axes, partition_spec, validate
@@ -67,6 +69,10 @@ class JaxModel:
         self._build_outputs = translation.build_outputs
         self.jittable = not program.value_dependent_nodes()
         self._jitted = jax.jit(self._run) if self.jittable else self._run
+        # A program folding weights as constants (an ONNX model's initializers kept as constants)
+        # is not written to the persistent compilation cache.
+        self._folds_weights = sum(getattr(value, "nbytes", 0) for value in program.constants.values()
+                                  ) > cache.FOLDED_BYTES
         self.strict = False
 
     @property
@@ -213,6 +219,9 @@ class JaxModel:
 
     def __call__(self, *args, rng: jax.Array | None = None, **kwargs) -> Any:
         self._require_weights()
+        if self._folds_weights:
+            with cache.uncached():
+                return self._call(functools.partial(self._jitted, self.params), args, kwargs, rng)
         return self._call(functools.partial(self._jitted, self.params), args, kwargs, rng)
 
     def _call(self, run: Callable[[list, jax.Array | None], tuple[list, dict]], args: tuple, kwargs: dict,
@@ -225,7 +234,7 @@ class JaxModel:
         flat, _updates = run(leaves, rng)
         return self._build_outputs(flat)
 
-    def frozen(self) -> Callable[..., Any]:
+    def frozen(self, *, persistent_cache: bool = False) -> Callable[..., Any]:
         """The model as a function of its inputs alone, compiled with its current `params`
         as constants of the program: for inference at full speed.
 
@@ -237,14 +246,19 @@ class JaxModel:
         executable holds its own copy of the weights and takes longer to compile, and later
         changes to `params` are not seen: call `frozen()` again. Takes the inputs (and
         `rng=`) as calling the model does.
+
+        Its programs are not written to JAX's persistent compilation cache, which would keep a
+        copy of the weights on disk, unless `persistent_cache=True` (see `jaxport.cache`).
         """
         self._require_weights()
         run = functools.partial(self._run, dict(self.params))
         if self.jittable:
             run = jax.jit(run)
+        writes = contextlib.nullcontext if persistent_cache else cache.uncached
 
         def call(*args, rng: jax.Array | None = None, **kwargs) -> Any:
-            return self._call(run, args, kwargs, rng)
+            with writes():
+                return self._call(run, args, kwargs, rng)
 
         return call
 
