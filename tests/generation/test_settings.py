@@ -36,6 +36,7 @@ import torch
 import jaxport
 from jaxport.generation import process_scores
 from jaxport.generation.causal_lm import _HONOURED
+from jaxport.generation.sampling import split
 from tests.generation.test_generation import prompts, tiny_model
 
 NEW = 16
@@ -215,18 +216,21 @@ def hf_sampled(model, ids, mask, settings: dict, seed: int):
     return (out.sequences.numpy(), [x.float().numpy() for x in out.logits], [x.float().numpy() for x in out.scores])
 
 
-def processed(lm, settings: dict, sequences: np.ndarray, mask: np.ndarray, raw: list[np.ndarray]) -> list[np.ndarray]:
+def processed(lm, settings: dict, sequences: np.ndarray, mask: np.ndarray, raw: list[np.ndarray],
+              traced: bool = False) -> list[np.ndarray]:
     """`process_scores` with what jaxport's `generate` resolves for `settings`, step by step over
-    transformers' raw logits and its tokens so far."""
+    transformers' raw logits and its tokens so far. `traced`: as `generate` runs it, the settings'
+    structure compiled once and their numbers passed in as traced values (`sampling.split`)."""
     sampling, _, eos, _, new = lm._settings(lm._resolve(None, {"max_new_tokens": NEW, "pad_token_id": 0, **settings}),
                                             PROMPT)
     buffer = np.zeros((sequences.shape[0], PROMPT + new), np.int32)
     buffer[:, :sequences.shape[1]] = sequences
     start = jnp.argmax(jnp.asarray(mask) != 0, axis=1)
-    return [np.asarray(process_scores(jnp.asarray(logits), jnp.asarray(buffer), jnp.int32(PROMPT + step),
-                                      settings=sampling, eos=eos, prompt_length=PROMPT, max_length=PROMPT + new,
-                                      prompt_start=start))
-            for step, logits in enumerate(raw)]
+    structure, values = split(sampling) if traced else (sampling, None)
+    run = jax.jit(lambda logits, length, values: process_scores(
+        logits, jnp.asarray(buffer), length, settings=structure, eos=eos, prompt_length=PROMPT,
+        max_length=PROMPT + new, prompt_start=start, values=values))
+    return [np.asarray(run(jnp.asarray(logits), jnp.int32(PROMPT + step), values)) for step, logits in enumerate(raw)]
 
 
 @pytest.mark.parametrize("name", list(SCORES))
@@ -238,11 +242,13 @@ def test_sampling_settings_give_transformers_scores(llama, name):
     sequences, raw, want = hf_sampled(model, ids, mask, settings, seed=len(name))
     got = processed(lm, settings, sequences, mask.numpy(), raw)
     assert len(got) == len(want) and got[0].shape == (3, 100)
-    for step, (g, w) in enumerate(zip(got, want)):
-        np.testing.assert_array_equal(np.isneginf(g), np.isneginf(w), err_msg=f"step {step}: removed tokens")
-        kept = ~np.isneginf(w)
-        # XLA:CPU's division and exp are within an ulp or two of PyTorch's
-        np.testing.assert_allclose(g[kept], w[kept], rtol=2e-6, atol=2e-6, err_msg=f"step {step}")
+    for traced in (False, True):  # the numbers as constants, and as generate's traced values
+        got = processed(lm, settings, sequences, mask.numpy(), raw, traced=traced)
+        for step, (g, w) in enumerate(zip(got, want)):
+            np.testing.assert_array_equal(np.isneginf(g), np.isneginf(w), err_msg=f"step {step}: removed tokens")
+            kept = ~np.isneginf(w)
+            # XLA:CPU's division and exp are within an ulp or two of PyTorch's
+            np.testing.assert_allclose(g[kept], w[kept], rtol=2e-6, atol=2e-6, err_msg=f"step {step}")
     plain = processed(lm, neutral, sequences, mask.numpy(), raw)
     assert any(not np.array_equal(a, b) for a, b in zip(got, plain)), f"{name} does not change the scores here"
 
@@ -274,3 +280,26 @@ def test_remove_invalid_values_replaces_nan_logits_as_transformers_does():
         np.testing.assert_array_equal(ours(lm, ids, mask, max_new_tokens=8, **settings), want)
     assert (hf(model, ids, mask, max_new_tokens=8)[:, PROMPT:] == 17).all()
     assert not (want[:, PROMPT:] == 17).any()
+
+
+def test_new_numeric_settings_compile_nothing(llama):
+    """A server taking users' settings: every temperature, top-k, top-p, min-p, penalty, minimum
+    length and max_new_tokens after the first of its kind runs the same compiled loop."""
+    _, lm, _ = llama
+    ids, mask = prompts()
+    compiles = []
+    listener = lambda event, *a, **k: compiles.append(event) if event.endswith("backend_compile_duration") else None  # noqa: E731
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        def run(**settings):
+            return ours(lm, ids, mask, rng=jax.random.key(1), do_sample=True, **settings)
+
+        run(temperature=0.7, top_k=5, top_p=0.9, min_p=0.05, repetition_penalty=1.2, max_new_tokens=8,
+            min_new_tokens=2)
+        before, programs = len(compiles), len(lm._generators)
+        for i in range(5):
+            run(temperature=0.5 + 0.1 * i, top_k=3 + i, top_p=0.8 + 0.03 * i, min_p=0.01 * (i + 1),
+                repetition_penalty=1.1 + 0.1 * i, max_new_tokens=4 + 2 * i, min_new_tokens=1 + i)
+        assert (len(compiles) - before, len(lm._generators) - programs) == (0, 0)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)

@@ -40,10 +40,11 @@ class Beams:
 
 def beam_search(prefill: Callable, decode: Callable, init_cache: Callable, params, ids: jax.Array,
                 mask: jax.Array, *, beams: Beams, settings: Sampling, eos: tuple[int, ...], pad: int,
-                new: int, positions: Callable) -> tuple[jax.Array, jax.Array]:
+                new: int, positions: Callable, values: dict | None = None) -> tuple[jax.Array, jax.Array]:
     """`(sequences [B * num_return_sequences, P + new], generated length [])` for prompts
     `ids [B, P]` (left-padded, `mask` 1 on tokens). `prefill`/`decode`/`init_cache` are the
-    model's pure steps; `positions(mask)` its position ids for a slot mask."""
+    model's pure steps; `positions(mask)` its position ids for a slot mask; `settings` and
+    `values` as `process_scores` takes them. `new` shapes the search's buffers: one program each."""
     nb, k = beams.num_beams, max(2, 1 + len(eos)) * beams.num_beams
     batch, prompt = ids.shape
     size = prompt + new
@@ -77,7 +78,7 @@ def beam_search(prefill: Callable, decode: Callable, init_cache: Callable, param
         flat = s["running"].reshape(rows, size)
         log_probs = jax.nn.log_softmax(s["logits"].astype(jnp.float32), axis=-1)
         log_probs = process_scores(log_probs, flat, length, settings=settings, eos=eos, prompt_length=prompt,
-                                   max_length=size, prompt_start=padding)
+                                   max_length=size, prompt_start=padding, values=values)
         vocab = log_probs.shape[-1]
         total = (log_probs.reshape(batch, nb, vocab) + s["running_scores"][:, :, None]).reshape(batch, nb * vocab)
         top_scores, top_index = lax.top_k(total, k)

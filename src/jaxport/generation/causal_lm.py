@@ -51,7 +51,7 @@ from ..frontends.hugging_face import is_model
 from ..placement import Rule
 from ..precision import precision_policy
 from .beam import Beams, beam_search
-from .sampling import Sampling, process_scores
+from .sampling import Sampling, process_scores, split
 from .step import CausalLMStep
 from .streaming import POLL_SECONDS, Stream
 from .streaming import emit as emit_to_host
@@ -428,7 +428,7 @@ class CausalLM:
                 stream.stop()
                 raise
             streamer.end()
-        return jnp.concatenate([call.prompts, tokens[:, : int(steps)]], axis=1)
+        return _joined(call.prompts, tokens, int(steps))
 
     def _prepare(self, input_ids, attention_mask, generation_config, settings: dict, *, rng, params,
                  streaming: bool) -> _Call:
@@ -474,8 +474,15 @@ class CausalLM:
                                  f"('{self.missing_weights[0]}', ...): it was converted on the meta device. "
                                  "Give it weights with load_weights(model or state_dict), or pass params=")
             params = self.params
-        run = self._generator(sampling, beams, eos, pad, new, streaming=streaming, on_cpu=_on_cpu(params))
-        return _Call(run, (params, ids, mask, key), prompts)
+        structure, values = split(sampling)
+        # The loop's buffers hold every token the cache has room for; the new-token count is a
+        # value, so a new max_new_tokens compiles nothing. Beam search (whose buffers and length
+        # penalties `new` shapes) and a rolling cache (no room to size them by) keep it static.
+        room = None if beams.num_beams > 1 or self.rolls else self.max_length - ids.shape[1]
+        values = {**values, "new": jnp.asarray(new, jnp.int32)}
+        run = self._generator(structure, beams, eos, pad, new if room is None else room, streaming=streaming,
+                              on_cpu=_on_cpu(params))
+        return _Call(run, (params, ids, mask, key, values), prompts)
 
     def stream(self, input_ids, attention_mask=None, *, rng: jax.Array | None = None, params=None,
                generation_config: Any = None, **settings) -> Iterator[np.ndarray]:
@@ -586,6 +593,8 @@ class CausalLM:
 
     def _generator(self, settings: Sampling, beams: Beams, eos: tuple[int, ...], pad: int, new: int,
                    streaming: bool = False, on_cpu: bool = False):
+        """The jitted loop for a structure of settings (`sampling.split`); `new` the token buffer's
+        size (the most new tokens it makes; how many it makes is the `values` argument's "new")."""
         key = (settings, beams, eos, pad, new, streaming, on_cpu)
         with self._generators_lock:
             if key not in self._generators:
@@ -595,32 +604,38 @@ class CausalLM:
 
     def _loop(self, settings: Sampling, beams: Beams, eos: tuple[int, ...], pad: int, new: int,
               streaming: bool) -> Callable:
-        """`run(params, ids, mask, rng, stream id) -> (new tokens, steps)`, to be jitted."""
+        """`run(params, ids, mask, rng, values, stream id) -> (new tokens, steps)`, to be jitted."""
         if beams.num_beams > 1:
-            def run(params, ids, mask, rng, stream):
+            def run(params, ids, mask, rng, values, stream):
                 sequences, steps = beam_search(
                     self.prefill_step, self.decode_step, self.init_cache, params, ids, mask, beams=beams,
-                    settings=settings, eos=eos, pad=pad, new=new, positions=_positions)
+                    settings=settings, eos=eos, pad=pad, new=new, positions=_positions,
+                    values={k: v for k, v in values.items() if k != "new"})
                 return sequences[:, ids.shape[1]:], steps
         else:
-            def run(params, ids, mask, rng, stream):
-                return self._generate(params, ids, mask, rng, stream, settings, eos, pad, new, streaming)
+            def run(params, ids, mask, rng, values, stream):
+                return self._generate(params, ids, mask, rng, stream, settings, eos, pad, new, streaming, values)
         return run
 
-    def _generate(self, params, ids, mask, rng, stream, settings: Sampling, eos, pad, new, streaming=False):
-        """Greedy or sampled decoding as one `while_loop`. Streaming, each step's tokens go to the
-        host (`streaming.emit`, with the `stream` id), whose answer the loop's condition reads:
-        a cancelled stream's loop ends after the step it is in."""
+    def _generate(self, params, ids, mask, rng, stream, settings: Sampling, eos, pad, room, streaming=False,
+                  values=None):
+        """Greedy or sampled decoding as one `while_loop` of `values["new"]` steps at most, into a
+        buffer of `room` tokens. Streaming, each step's tokens go to the host (`streaming.emit`,
+        with the `stream` id), whose answer the loop's condition reads: a cancelled stream's loop
+        ends after the step it is in."""
+        values = dict(values)
+        new = values.pop("new")
         batch, prompt = ids.shape
         logits, cache = self.prefill_step(params, self.init_cache(batch), ids, mask)
         last = jnp.max(_positions(mask), axis=-1, keepdims=True)
         eos_ids = jnp.asarray(eos, jnp.int32)
         padding = jnp.argmax(mask != 0, axis=1)  # each row's left padding: no repetition penalty there
-        sequence = jnp.concatenate([ids, jnp.full((batch, new), pad, jnp.int32)], axis=1)
+        sequence = jnp.concatenate([ids, jnp.full((batch, room), pad, jnp.int32)], axis=1)
 
         def pick(logits, step, sequence):
             scores = process_scores(logits, sequence, prompt + step, settings=settings, eos=eos,
-                                    prompt_length=prompt, max_length=prompt + new, prompt_start=padding)
+                                    prompt_length=prompt, max_length=prompt + new, prompt_start=padding,
+                                    values=values)
             if not settings.do_sample:
                 return jnp.argmax(scores, axis=-1).astype(jnp.int32)
             return jax.random.categorical(jax.random.fold_in(rng, step), scores, axis=-1).astype(jnp.int32)
@@ -653,6 +668,16 @@ class CausalLM:
         state = (jnp.asarray(1, jnp.int32), sequence, finished(first), last, cache, go)
         steps, sequence, *_ = lax.while_loop(cond, body, state)
         return sequence[:, prompt:], steps
+
+
+def _joined(prompts: jax.Array, tokens: jax.Array, steps: int) -> jax.Array:
+    """The prompts followed by the first `steps` new tokens, placed as the prompts are. Joined on
+    the host where the arrays are all here: a JAX slice and concatenation would compile once per
+    length made."""
+    if not (prompts.is_fully_addressable and tokens.is_fully_addressable):
+        return jnp.concatenate([prompts, tokens[:, :steps]], axis=1)
+    joined = np.concatenate([np.asarray(prompts), np.asarray(tokens)[:, :steps]], axis=1)
+    return jax.device_put(joined, prompts.sharding)
 
 
 class _Enqueue:

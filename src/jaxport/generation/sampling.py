@@ -1,6 +1,9 @@
 """How `generate` picks each token, as transformers' logits processors pick it.
 
-`Sampling` holds the settings (hashable: one jitted loop per distinct setting); `process_scores`
+`Sampling` holds the settings; `split` parts them into their structure (which processors run:
+hashable, one jitted loop each) and their numeric values (temperature, top-k, top-p, min-p, the
+penalties, the minimum lengths), which reach the loop as traced arguments, so new values compile
+nothing. `process_scores`
 applies transformers' processors in the order its `generate` builds them, over the token buffer
 `[B, S]` of the rows so far (prompts with their left padding, then the new tokens), of which the
 first `length` are written, and last, where `renormalize_logits` asks, transformers'
@@ -44,9 +47,58 @@ class Sampling:
     renormalize_logits: bool = False
 
 
+#: The settings that are numbers, each with a stand-in that is not its neutral value: the
+#: structure `split` gives keeps whether a processor runs, not with what value.
+NUMERIC = {"temperature": 0.5, "top_k": 1, "top_p": 0.5, "min_p": 0.5, "repetition_penalty": 2.0,
+           "encoder_repetition_penalty": 2.0, "min_length": 1, "min_new_tokens": 1}
+
+
+def _neutral(name: str, value) -> bool:
+    """Whether a numeric setting (or a warper's operand) leaves the scores as they are."""
+    if name in ("temperature", "repetition_penalty", "encoder_repetition_penalty"):
+        return value == 1.0
+    if name == "top_p":
+        return value >= 1.0
+    if name == "top_p_drop":
+        return value <= 0.0
+    if name in ("top_k", "min_length", "min_new_tokens"):
+        return value <= 0
+    return False  # min_p: applied whenever set
+
+
+def _operands(settings: Sampling) -> dict:
+    """The numbers the processors in force compute with, as Python numbers: the ones transformers'
+    processors compute with (1 - top_p and 1 / the encoder penalty in double precision)."""
+    operands = {}
+    for name in NUMERIC:
+        value = getattr(settings, name)
+        if value is None or _neutral(name, value):
+            continue
+        if name == "top_p":
+            operands["top_p_drop"] = 1 - value
+        elif name == "encoder_repetition_penalty":
+            operands["encoder_repetition_inverse"] = 1 / value
+        else:
+            operands[name] = value
+    return operands
+
+
+def split(settings: Sampling) -> tuple[Sampling, dict[str, jax.Array]]:
+    """(The settings with every numeric one in force replaced by its stand-in, the operands of
+    those in force as scalars, which `process_scores` takes as `values=`). One compiled loop per
+    structure serves every value."""
+    operands = _operands(settings)
+    structure = dataclasses.replace(settings, **{name: stand_in for name, stand_in in NUMERIC.items()
+                                                 if getattr(settings, name) is not None
+                                                 and not _neutral(name, getattr(settings, name))})
+    values = {name: jnp.asarray(value, jnp.int32 if name in ("top_k", "min_length", "min_new_tokens")
+                                else jnp.float32) for name, value in operands.items()}
+    return structure, values
+
+
 def process_scores(scores: jax.Array, tokens: jax.Array, length: jax.Array, *, settings: Sampling,
-                   eos: tuple[int, ...], prompt_length: int, max_length: int,
-                   prompt_start: jax.Array | None = None) -> jax.Array:
+                   eos: tuple[int, ...], prompt_length: int, max_length, prompt_start: jax.Array | None = None,
+                   values: dict | None = None) -> jax.Array:
     """Next-token logits `[B, V]` as transformers' processors leave them (float32), in the order
     its `_get_logits_processor` builds them: sequence bias, the penalties and n-gram bans, bad
     words, the length rules, forced tokens, invalid values, suppressed tokens, then when sampling
@@ -55,20 +107,24 @@ def process_scores(scores: jax.Array, tokens: jax.Array, length: jax.Array, *, s
     `tokens [B, S]` holds each row's tokens, the first `length` (a traced scalar) written;
     `prompt_length` is the padded prompt's length (so `length - prompt_length` tokens are new),
     `max_length` the prompt plus `max_new_tokens`, and `prompt_start [B]` each row's count of
-    left padding (the repetition penalty skips it, as transformers' does)."""
+    left padding (the repetition penalty skips it, as transformers' does). With `values` (from
+    `split`), `settings` is a structure and the numbers in force are those values (traced)."""
     s = settings
+    if values is None:
+        values = _operands(s)
     scores = scores.astype(jnp.float32)
     vocab = scores.shape[-1]
     if s.sequence_bias:
         scores = _sequence_bias(scores, tokens, length, s.sequence_bias)
-    if s.encoder_repetition_penalty is not None and s.encoder_repetition_penalty != 1.0:
+    if "encoder_repetition_inverse" in values:
         # the prompt (padding included) counts as the "encoder input" of a decoder-only model
         in_prompt = _seen_tokens(tokens, prompt_length, vocab, None)
-        inverse = jnp.float32(1 / s.encoder_repetition_penalty)
+        inverse = jnp.float32(values["encoder_repetition_inverse"])
         scores = jnp.where(in_prompt, jnp.where(scores < 0, scores * inverse, scores / inverse), scores)
-    if s.repetition_penalty is not None and s.repetition_penalty != 1.0:
+    if "repetition_penalty" in values:
         seen = _seen_tokens(tokens, length, vocab, prompt_start)
-        penalised = jnp.where(scores < 0, scores * s.repetition_penalty, scores / s.repetition_penalty)
+        penalty = values["repetition_penalty"]
+        penalised = jnp.where(scores < 0, scores * penalty, scores / penalty)
         scores = jnp.where(seen, penalised, scores)
     if s.no_repeat_ngram_size > 0:
         scores = _no_repeat_ngram(scores, tokens, length, s.no_repeat_ngram_size)
@@ -77,11 +133,11 @@ def process_scores(scores: jax.Array, tokens: jax.Array, length: jax.Array, *, s
     if s.bad_words_ids:
         scores = _sequence_bias(scores, tokens, length, tuple((w, -jnp.inf) for w in s.bad_words_ids))
     eos_ids = jnp.asarray(eos, jnp.int32)
-    if eos and s.min_length > 0:
-        scores = jnp.where((length < s.min_length) & _members(vocab, eos_ids), -jnp.inf, scores)
-    if eos and s.min_new_tokens > 0:
+    if eos and "min_length" in values:
+        scores = jnp.where((length < values["min_length"]) & _members(vocab, eos_ids), -jnp.inf, scores)
+    if eos and "min_new_tokens" in values:
         new = length - prompt_length
-        scores = jnp.where((new < s.min_new_tokens) & _members(vocab, eos_ids), -jnp.inf, scores)
+        scores = jnp.where((new < values["min_new_tokens"]) & _members(vocab, eos_ids), -jnp.inf, scores)
     if s.forced_bos_token_id is not None:
         scores = jnp.where(length == 1, _only(vocab, jnp.asarray([s.forced_bos_token_id])), scores)
     if s.forced_eos_token_id:
@@ -97,7 +153,8 @@ def process_scores(scores: jax.Array, tokens: jax.Array, length: jax.Array, *, s
         scores = jnp.where((length == begin) & _members(vocab, jnp.asarray(s.begin_suppress_tokens)),
                            -jnp.inf, scores)
     if s.do_sample:
-        scores = process_logits(scores, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p)
+        scores = _warp(scores, {k: v for k, v in values.items() if k in ("temperature", "top_k", "top_p_drop",
+                                                                            "min_p")})
     if s.renormalize_logits:
         # `LogitNormalization`, which transformers always appends last: what beam search adds up
         # (and `output_scores` returns) are then log-probabilities again after the processors
@@ -113,28 +170,45 @@ def process_logits(logits: jax.Array, *, temperature: float = 1.0, top_k: int | 
     largest, ties with it kept), `TopPLogitsWarper` (-inf for the smallest tokens whose
     probabilities sum to at most 1 - `top_p`) and `MinPLogitsWarper` (-inf below `min_p` times the
     most likely token's probability), each skipped at its neutral value."""
+    operands = {"temperature": temperature, "top_k": top_k, "min_p": min_p,
+                "top_p_drop": None if top_p is None else 1 - top_p}
+    return _warp(logits, {k: v for k, v in operands.items() if v is not None and not _neutral(k, v)},
+                 min_tokens_to_keep)
+
+
+def _warp(logits: jax.Array, operands: dict, min_tokens_to_keep: int = 1) -> jax.Array:
+    """`process_logits` with the warpers in force given as their operands (`_operands`): Python
+    numbers or traced scalars."""
     scores = logits.astype(jnp.float32)
-    if temperature is not None and temperature != 1.0:
-        scores = scores / jnp.float32(temperature)
-    if top_k is not None and top_k != 0:
-        k = min(max(top_k, min_tokens_to_keep), scores.shape[-1])
-        kth = lax.top_k(scores, k)[0][..., -1:]
+    if "temperature" in operands:
+        scores = scores / jnp.float32(operands["temperature"])
+    if "top_k" in operands:
+        top_k = operands["top_k"]
+        if isinstance(top_k, jax.Array):  # the k-th largest of the sorted scores, at a traced index
+            k = jnp.clip(top_k, min_tokens_to_keep, scores.shape[-1])
+            kth = jnp.take(jnp.sort(scores, axis=-1), scores.shape[-1] - k, axis=-1)[..., None]
+        else:
+            kth = lax.top_k(scores, min(max(top_k, min_tokens_to_keep), scores.shape[-1]))[0][..., -1:]
         scores = jnp.where(scores < kth, -jnp.inf, scores)
-    if top_p is not None and top_p < 1.0:
+    if "top_p_drop" in operands:
         order = jnp.argsort(scores, axis=-1)  # ascending, as transformers sorts
         ascending = jnp.take_along_axis(scores, order, axis=-1)
         cumulative = jnp.cumsum(jax.nn.softmax(ascending, axis=-1), axis=-1)
-        drop = cumulative <= 1 - top_p
+        drop = cumulative <= operands["top_p_drop"]
         drop = drop.at[..., -min_tokens_to_keep:].set(False)
         dropped = jnp.put_along_axis(jnp.zeros_like(drop), order, drop, axis=-1, inplace=False)
         scores = jnp.where(dropped, -jnp.inf, scores)
-    if min_p is not None:
+    if "min_p" in operands:
         probs = jax.nn.softmax(scores, axis=-1)
-        drop = probs < min_p * jnp.max(probs, axis=-1, keepdims=True)
+        drop = probs < operands["min_p"] * jnp.max(probs, axis=-1, keepdims=True)
         keep = lax.top_k(probs, min(min_tokens_to_keep, scores.shape[-1]))[1]
         drop = jnp.put_along_axis(drop, keep, False, axis=-1, inplace=False)
         scores = jnp.where(drop, -jnp.inf, scores)
     return scores
+
+
+def _traced(value) -> bool:
+    return isinstance(value, jax.Array)
 
 
 def _members(vocab: int, ids: jax.Array) -> jax.Array:
