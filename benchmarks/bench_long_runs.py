@@ -11,7 +11,10 @@ Three workloads, each in a process of its own (so one's memory does not count ag
 - model: `jaxport.from_torch` of the test zoo's BERT, then 10,000 calls of the converted model
   (`jm(...)`) on new inputs of the same shape;
 - eager_training: 2,000 steps of an MLP trained with SGD on the eager frontend (`device="jax"`,
-  torch autograd and optimizer).
+  torch autograd and optimizer);
+- settings: 1,000 sampled `generate` calls of the same small Llama, each with new settings, as a
+  server taking users' settings sees them: temperature, top-k, top-p, min-p, repetition penalty
+  and max_new_tokens (1 to 50) drawn afresh every call.
 
 For each: resident memory (`VmRSS`, after `gc.collect()`) once the warm-up calls are done (the
 first tenth) and at the end, and the number of XLA compilations (JAX's backend-compile events)
@@ -41,9 +44,9 @@ import jaxport
 from _report import stamp
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "long_runs.jsonl")
-RUNS = ("generate", "model", "eager_training")
+RUNS = ("generate", "model", "eager_training", "settings")
 #: Calls of each workload in a full run; --short runs a tenth.
-CALLS = {"generate": 2000, "model": 10000, "eager_training": 2000}
+CALLS = {"generate": 2000, "model": 10000, "eager_training": 2000, "settings": 1000}
 NEW_TOKENS = 50
 
 
@@ -108,7 +111,24 @@ def _eager_training_workload():
     return call
 
 
-WORKLOADS = {"generate": _generate_workload, "model": _model_workload, "eager_training": _eager_training_workload}
+def _settings_workload():
+    module, _, _ = zoo.llama()
+    lm = jaxport.from_causal_lm(module, max_length=16 + NEW_TOKENS, max_batch=1)
+    rng = np.random.default_rng(1)
+
+    def call(i: int) -> None:
+        ids = rng.integers(3, 1000, (1, 16), dtype=np.int32)
+        settings = dict(temperature=float(rng.uniform(0.3, 1.5)), top_k=int(rng.integers(1, 200)),
+                        top_p=float(rng.uniform(0.5, 0.99)), min_p=float(rng.uniform(0.0, 0.2)),
+                        repetition_penalty=float(rng.uniform(1.05, 1.5)),
+                        max_new_tokens=int(rng.integers(1, NEW_TOKENS + 1)))
+        np.asarray(lm.generate(ids, do_sample=True, eos_token_id=[], pad_token_id=0, rng=jax.random.key(i),
+                               **settings))
+
+    return call
+
+
+WORKLOADS = {"settings": _settings_workload, "generate": _generate_workload, "model": _model_workload, "eager_training": _eager_training_workload}
 
 
 def measure(name: str, calls: int) -> dict:

@@ -1,6 +1,7 @@
 """Long runs in short form (`benchmarks/bench_long_runs.py --short`): a converted model called
-1,000 times, 200 `generate` calls and 200 eager training steps, each in a process of its own,
-compile nothing after their warm-up and keep resident memory flat."""
+1,000 times, 200 `generate` calls, 200 eager training steps and 100 `generate` calls each with
+new sampling settings, each in a process of its own, compile nothing after their warm-up and
+keep resident memory flat."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def test_long_runs_stay_flat(tmp_path):
         capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     rows = {row["run"]: row for row in map(json.loads, results.read_text().splitlines())}
-    assert set(rows) == {"generate", "model", "eager_training"}
+    assert set(rows) == {"generate", "model", "eager_training", "settings"}
     for name, row in rows.items():
         assert row["compilations"]["warmup"] > 0, name  # the count sees compilations at all
         assert row["compilations"]["after_warmup"] == 0, row
