@@ -15,6 +15,7 @@ import shutil
 import stat
 import subprocess
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -314,3 +315,60 @@ def test_without_a_manifest_files_are_read_unchecked_with_a_warning(tmp_path):
     (d / MANIFEST).write_text(json.dumps({"format": 1, "kind": "test", "complete": False}))
     with pytest.raises(SerializationError, match="old is incomplete: writing it was interrupted"):
         check_directory(d)
+
+
+# -- durability and what killed writers leave ------------------------------------------------------
+
+
+def test_a_directory_fsync_that_fails_is_an_error(tmp_path, monkeypatch):
+    """Any failure, EINVAL too (a filesystem that cannot sync a directory cannot promise the
+    renames into it last either)."""
+    fsync = os.fsync
+
+    def failing(fd):
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        fsync(fd)
+
+    monkeypatch.setattr(files.os, "fsync", failing)
+    with pytest.raises(WriteError):
+        write_directory(tmp_path / "out", {"a.bin": b"1"}, kind="test")
+    with pytest.raises(WriteError):
+        write_file(tmp_path / "one.bin", b"1")
+
+
+def test_new_parent_directories_are_fsynced_into_theirs(tmp_path, monkeypatch):
+    synced = []
+    fsync_dir = files._fsync_dir
+    monkeypatch.setattr(files, "_fsync_dir", lambda path: (synced.append(Path(path)), fsync_dir(path))[1])
+    write_directory(tmp_path / "a" / "b" / "out", {"a.bin": b"1"}, kind="test")
+    assert {tmp_path, tmp_path / "a", tmp_path / "a" / "b"} <= set(synced)
+
+
+def test_previous_contents_left_aside_by_a_killed_writer_are_restored_or_removed(tmp_path, monkeypatch):
+    """The rename fallback's instant without the directory: killed there, the previous contents
+    sit under `.NAME.jaxport-previous-XXXX`; the next write puts them back before it starts (so a
+    write that then fails keeps them), or removes them where the new contents are in place."""
+    write_directory(tmp_path / "out", {"a.bin": b"1"}, kind="test")
+    os.rename(tmp_path / "out", tmp_path / ".out.jaxport-previous-0123456789abcdef")
+    def failing(path, content):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(files, "_write", failing)
+    with pytest.raises(WriteError):
+        write_directory(tmp_path / "out", {"a.bin": b"2"}, kind="test")
+    monkeypatch.undo()
+    assert (tmp_path / "out" / "a.bin").read_bytes() == b"1" and sorted(os.listdir(tmp_path)) == ["out"]
+    check_directory(tmp_path / "out", ["a.bin"], kind="test")
+    shutil.copytree(tmp_path / "out", tmp_path / ".out.jaxport-previous-fedcba9876543210")
+    write_directory(tmp_path / "out", {"a.bin": b"3"}, kind="test")
+    assert (tmp_path / "out" / "a.bin").read_bytes() == b"3" and sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_staged_files_are_never_written_through_a_link(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    os.symlink(victim, tmp_path / "staged")
+    with pytest.raises(OSError):
+        files._write(tmp_path / "staged", b"planted")
+    assert victim.read_bytes() == b"keep"

@@ -145,7 +145,10 @@ def write_directory(directory: str | os.PathLike, files: Mapping[str, Content], 
     keeps = f"{target} keeps its previous contents" if existed else f"the {kind} was not written"
     staging, lock = None, None
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        _make_directories(target.parent)
+        _settle_previous(target)
+        existed = target.exists()
+        keeps = f"{target} keeps its previous contents" if existed else f"the {kind} was not written"
         _remove_dead(target.parent, f".{_stem(target)}.{_PARTIAL}")
         if existed:
             _remove_dead(target, f".{_PARTIAL}")
@@ -156,7 +159,7 @@ def write_directory(directory: str | os.PathLike, files: Mapping[str, Content], 
                 if not existed:
                     raise
         if staging is None:
-            target.mkdir(exist_ok=True)
+            _make_directories(target)
             staging, lock = _locked_new(target, ".")
     except BaseException as e:
         _unlock(lock)
@@ -276,7 +279,9 @@ def _write(path: Path, content: Content) -> tuple[int, str]:
         content(str(path))
         return _digest(path, sync=True)
     data = memoryview(content).cast("B")
-    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    # Never through a link: a staging name another user planted as a symbolic link is refused.
+    flags = (os.O_WRONLY | os.O_CREAT | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_NOFOLLOW", 0))
     fd = os.open(path, flags, 0o666)
     try:
         os.ftruncate(fd, 0)
@@ -378,17 +383,48 @@ def _stem(path: Path) -> str:
 
 
 def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # Windows opens no directories; its renames are durable on their own
+    """fsync a directory, so the renames into it last; a failure is an `OSError` (on Windows,
+    which opens no directories, its renames are durable on their own)."""
+    if os.name == "nt":
         return
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         os.fsync(fd)
-    except OSError as e:
-        if e.errno not in (errno.EINVAL, errno.EBADF, errno.ENOTSUP):
-            raise
     finally:
         os.close(fd)
+
+
+def _make_directories(directory: Path) -> None:
+    """`directory` and its missing ancestors, each made one is fsynced into its parent, so a new
+    tree lasts as the files written into it do."""
+    missing = []
+    while not directory.exists():
+        missing.append(directory)
+        if directory.parent == directory:
+            break
+        directory = directory.parent
+    for path in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another writer made it meanwhile
+            os.mkdir(path, 0o777)
+        _fsync_dir(path.parent)
+
+
+def _settle_previous(target: Path) -> None:
+    """What a writer killed in the rename fallback of `_commit_swap` left: the previous contents
+    renamed aside (`.NAME.jaxport-previous-XXXX`). Where `target` is missing they are put back;
+    where `target` is in place (the new contents landed) they are removed."""
+    prefix = f".{_stem(target)}.{_PREVIOUS}"
+    try:
+        names = sorted(n for n in os.listdir(target.parent) if n.startswith(prefix))
+    except OSError:
+        return
+    for name in names:
+        aside = target.parent / name
+        if target.exists() or target.is_symlink():
+            _remove(aside)
+        else:
+            os.rename(aside, target)
+            _fsync_dir(target.parent)
 
 
 def _exchange(a: Path, b: Path) -> bool:

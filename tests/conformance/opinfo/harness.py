@@ -466,6 +466,13 @@ def convert_sample(module, tensors, decompose: str = "auto"):
             ep = torch.export.export(module, tuple(t.detach().clone() for t in tensors), strict=False)
         except Exception as e:
             return None, Outcome("unexportable", f"torch.export fails: {type(e).__name__}: {str(e)[:120]}")
+        if decompose == "core":
+            # PyTorch's own decompositions, which jaxport's "core" runs first: where they fail the
+            # sample is out of reach (PyTorch's failure); any crash after them is jaxport's.
+            try:
+                ep.run_decompositions()
+            except Exception as e:
+                return None, Outcome("unexportable", f"run_decompositions fails: {type(e).__name__}")
         try:
             model = jaxport.from_exported_program(ep, decompose=decompose)
         except UnsupportedOpsError as e:
@@ -473,8 +480,6 @@ def convert_sample(module, tensors, decompose: str = "auto"):
         except ExportError as e:
             return None, Outcome("unconvertible", f"{type(e).__name__}: {str(e)[:200]}")
         except Exception as e:
-            if decompose == "core":
-                return None, Outcome("unexportable", f"run_decompositions fails: {type(e).__name__}")
             return None, Outcome("failed", f"conversion crashed: {type(e).__name__}: {str(e)[:200]}")
     model.strict = True
     return model, None
