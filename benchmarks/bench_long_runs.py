@@ -68,9 +68,14 @@ class Compilations:
             self.count += 1
 
 
-def _generate_workload():
+def _small_llama():
+    """The test zoo's Llama converted for one row of a 16-token prompt and `NEW_TOKENS` more."""
     module, _, _ = zoo.llama()
-    lm = jaxport.from_causal_lm(module, max_length=16 + NEW_TOKENS, max_batch=1)
+    return jaxport.from_causal_lm(module, max_length=16 + NEW_TOKENS, max_batch=1)
+
+
+def _generate_workload():
+    lm = _small_llama()
     prompts = np.random.default_rng(0)
 
     def call(i: int) -> None:
@@ -112,8 +117,7 @@ def _eager_training_workload():
 
 
 def _settings_workload():
-    module, _, _ = zoo.llama()
-    lm = jaxport.from_causal_lm(module, max_length=16 + NEW_TOKENS, max_batch=1)
+    lm = _small_llama()
     rng = np.random.default_rng(1)
 
     def call(i: int) -> None:
