@@ -108,14 +108,27 @@ def _child(kind: str, directory: str, point: str, value: float, nth: int) -> Non
         safetensors.numpy.save_file = half_then_pause
     elif point == "before-swap":  # every file and the manifest staged
         files._commit_swap = pause
+    elif point == "before-commit":  # the same, file by file
+        files._commit_file_by_file = pause
     elif point == "after-swap":  # the new directory in place, the previous one not yet removed
         files._durable = pause
-    elif point == "mid-commit":  # file by file: the incomplete manifest and the weights renamed in
+    elif point == "set-aside":  # file by file: the previous version linked aside, nothing renamed in
+        set_aside = files._set_aside
+
+        def set_aside_then_pause(*args):
+            set_aside(*args)
+            pause()
+
+        files._set_aside = set_aside_then_pause
+    elif point in ("mid-commit", "before-manifest"):  # file by file: the first file renamed in, or all
         replace = os.replace
+        last = "weights.safetensors" if point == "mid-commit" else files._FINAL
 
         def replace_then_pause(src, dst, **kwargs):
+            if os.path.basename(src) == last == files._FINAL:
+                pause()
             replace(src, dst, **kwargs)
-            if os.path.basename(dst) == "weights.safetensors":
+            if os.path.basename(dst) == last:
                 pause()
 
         os.replace = replace_then_pause
@@ -189,8 +202,9 @@ def assert_emitted(directory: Path, value: float) -> None:
 ASSERT = {"checkpoint": assert_checkpoint, "export": assert_export, "emitted model": assert_emitted}
 
 
-def refused_as_incomplete(kind: str, directory: Path) -> None:
-    """Reading `directory` as `kind` is one error naming it as an interrupted write."""
+def refused_as_incomplete(kind: str, directory: Path, previous: Path | None = None) -> None:
+    """Reading `directory` as `kind` is one error naming it as an interrupted write (and where its
+    previous version is kept, for `check_directory`, which reads no previous version)."""
     import jaxport
     from jaxport.files import check_directory
 
@@ -202,7 +216,13 @@ def refused_as_incomplete(kind: str, directory: Path) -> None:
         else:
             check_directory(directory, kind=kind)
     assert one_line(caught.value) == (f"{directory} is incomplete: writing it was interrupted (manifest.json "
-                                      "marks it unfinished); write it again")
+                                      "marks it unfinished); write it again"
+                                      + (f" (its previous version is in {previous})" if previous else ""))
+
+
+def set_aside(directory: Path) -> list[Path]:
+    """The previous versions a file-by-file writer set aside inside `directory`."""
+    return sorted(directory.glob(".jaxport-previous-*"))
 
 
 # -- killed writers -----------------------------------------------------------------------------
@@ -228,25 +248,63 @@ def test_a_killed_checkpoint_write_leaves_one_whole_checkpoint(tmp_path, point, 
     assert leftovers(tmp_path, d) == []
 
 
-@pytest.mark.parametrize("point, nth", [("mid-file", 2), ("mid-commit", 1)])
-def test_a_killed_write_among_other_files_goes_file_by_file_and_says_so(tmp_path, point, nth):
+KILLED_FILE_BY_FILE = [  # (point, nth, the version read back: 1.0 the previous, 2.0 the new one)
+    ("mid-file", 2, 1.0),         # the optimizer state half staged
+    ("before-commit", 1, 1.0),    # every file staged, nothing in the directory changed
+    ("set-aside", 1, 1.0),        # the previous version linked aside, its manifest still complete
+    ("mid-commit", 1, 1.0),       # marked incomplete, the new weights renamed in
+    ("before-manifest", 1, 1.0),  # every new file in place, not yet the manifest
+    ("after-swap", 1, 2.0),       # the new manifest in place, the previous version not yet removed
+]
+
+
+@pytest.mark.parametrize("point, nth, survivor", KILLED_FILE_BY_FILE)
+def test_a_killed_write_among_other_files_keeps_a_whole_checkpoint(tmp_path, point, nth, survivor):
     """A checkpoint directory holding someone else's file is not swapped (that would move the
-    file): killed before the first rename, the previous checkpoint is whole; after it, the
-    directory is refused by name as incomplete, never read half old and half new."""
+    file) but written file by file, the previous version hard-linked aside first: killed at any
+    point, the directory loads whole, the new version or the previous one (with a warning naming
+    where it was kept); the next save removes what the killed writer left and keeps the file."""
+    import jaxport
+    from jaxport.files import InterruptedWriteWarning, check_directory
+
     d = tmp_path / "ckpt"
     write("checkpoint", d, 1.0)
     (d / "notes.txt").write_text("mine")
     kill_while_writing(tmp_path, "checkpoint", d, point, 2.0, nth)
-    if point == "mid-file":
-        assert_checkpoint(d, 1.0)
+    incomplete = json.loads((d / "manifest.json").read_text())["complete"] is False
+    if incomplete:
+        (previous,) = set_aside(d)
+        with pytest.warns(InterruptedWriteWarning, match=f"kept whole in {previous}"):
+            assert_checkpoint(d, survivor)
+        with pytest.raises(jaxport.JaxportError, match=f"its previous version is in {previous}"):
+            check_directory(d, kind="checkpoint")  # which reads only the directory named
     else:
-        refused_as_incomplete("checkpoint", d)
-    (partial,) = staged(d)
-    assert partial.parent == d
-    if point == "mid-file":
-        refused_as_incomplete("checkpoint", partial)
+        assert_checkpoint(d, survivor)
     write("checkpoint", d, 3.0)
     assert_checkpoint(d, 3.0)
+    assert leftovers(tmp_path, d) == [] and (d / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("kind", ["export", "emitted model"])
+def test_a_killed_export_or_emit_among_other_files_keeps_the_previous_one(tmp_path, kind):
+    """The same for an export (loaded from the version kept aside) and an emitted model (whose
+    code needs no jaxport: `check_directory` names where the previous version is kept, and the
+    model.py there runs with its own weights)."""
+    from jaxport.files import InterruptedWriteWarning
+
+    d = tmp_path / "out"
+    write(kind, d, 1.0)
+    (d / "notes.txt").write_text("mine")
+    kill_while_writing(tmp_path, kind, d, "before-manifest", 2.0)
+    (previous,) = set_aside(d)
+    if kind == "export":
+        with pytest.warns(InterruptedWriteWarning):
+            assert_export(d, 1.0)
+    else:
+        refused_as_incomplete(kind, d, previous)
+        assert_emitted(previous, 1.0)
+    write(kind, d, 3.0)
+    ASSERT[kind](d, 3.0)
     assert leftovers(tmp_path, d) == [] and (d / "notes.txt").read_text() == "mine"
 
 

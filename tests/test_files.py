@@ -372,3 +372,63 @@ def test_staged_files_are_never_written_through_a_link(tmp_path):
     with pytest.raises(OSError):
         files._write(tmp_path / "staged", b"planted")
     assert victim.read_bytes() == b"keep"
+
+
+def _version(value: int) -> dict[str, bytes]:
+    return {"a.bin": bytes([value]) * 200_000, "b.bin": bytes([value]) * 3}
+
+
+@pytest.mark.parametrize("beside", [None, "notes.txt"], ids=["swapped", "file-by-file"])
+def test_two_writers_at_once_leave_one_whole_version(tmp_path, beside):
+    """Writers of one directory at once, swapping it whole or (beside another program's file)
+    file by file: whichever lands last is there whole, never a mix of two."""
+    import threading
+
+    d = tmp_path / "out"
+    write_directory(d, _version(0), kind="test")
+    if beside:
+        (d / beside).write_text("mine")
+    errors = []
+
+    def writer(first: int) -> None:
+        try:
+            for value in range(first, first + 20, 4):
+                write_directory(d, _version(value), kind="test")
+        except Exception as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(first,)) for first in (1, 2, 3, 4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    check_directory(d, kind="test")
+    value = (d / "b.bin").read_bytes()[0]
+    assert {name: (d / name).read_bytes() for name in ("a.bin", "b.bin")} == _version(value)
+    assert leftovers(tmp_path, d) == [] and (not beside or (d / beside).read_text() == "mine")
+
+
+def test_a_reader_parses_the_bytes_it_checked_in_one_read(tmp_path, monkeypatch):
+    """Each file is opened once: the bytes checked against the manifest are the bytes returned."""
+    write_directory(tmp_path / "out", _version(7), kind="test")
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda path, *args, **kwargs: (opened.append(os.path.basename(path)),
+                                                                    real_open(path, *args, **kwargs))[1])
+    found = files.open_directory(tmp_path / "out", ["a.bin", "b.bin"], kind="test")
+    assert found.read("a.bin") == _version(7)["a.bin"] and found.read("b.bin") == b"\x07" * 3
+    assert opened == ["a.bin", "b.bin"]
+
+
+def test_a_previous_version_named_outside_the_directory_is_refused(tmp_path):
+    d = tmp_path / "out"
+    write_directory(d, _version(1), kind="test")
+    manifest = json.loads((d / MANIFEST).read_text())
+    for previous in ("../elsewhere", ".jaxport-previous-x", "/etc"):
+        (d / MANIFEST).write_text(json.dumps({**manifest, "complete": False, "previous": previous}))
+        with pytest.raises(SerializationError, match="has an invalid 'previous'"):
+            files.open_directory(d, ["a.bin"], kind="test")
+    (d / MANIFEST).write_text(json.dumps({**manifest, "complete": False, "previous": ".jaxport-previous-" + "0" * 16}))
+    with pytest.raises(SerializationError, match="is incomplete: writing it was interrupted"):
+        files.open_directory(d, ["a.bin"], kind="test")  # named, but not there

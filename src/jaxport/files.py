@@ -25,10 +25,13 @@ and only then does anything change in `directory`, in one of two ways:
 - File by file, where a swap would move what is not jaxport's (`directory` holds files of other
   programs, which are left where they are), where `directory` is a mount point or this process's
   working directory, or where its parent is not writable. The staging directory is inside
-  `directory` (`.jaxport-partial-XXXX`); once every file is written there, `directory`'s manifest is
-  replaced by one marked incomplete, each file is renamed into place and the new manifest renamed
-  last. Killed in between, the directory is refused by name as incomplete, never read half old and
-  half new.
+  `directory` (`.jaxport-partial-XXXX`). Once every file is written there, the writer takes an
+  exclusive `flock` on `directory` (writers of one directory commit in turn, so two at once leave
+  one whole version), hard-links the current version's files into `.jaxport-previous-XXXX` inside
+  it (copies where links are refused), replaces the manifest by one marked incomplete that names
+  that directory, renames each file into place, the new manifest last, and removes the previous
+  version. Killed in between, `open_directory` reads the previous version whole from where the
+  incomplete manifest points, with an `InterruptedWriteWarning`; the next write removes it.
 
 Either way nothing in `directory` changes before every file is written, so a full disk (or any
 failed write) is one `WriteError` naming the file, and the previous contents stay as they were
@@ -38,8 +41,13 @@ the same place.
 
 `check_directory(directory, names, kind=...)`: reads the manifest (at most 1 MiB) and checks each
 named file against it: missing, truncated, longer than written, or a different sha256 is one error
-naming the file. A directory without a manifest (written by jaxport 0.2.0 or earlier) is read
-unchecked, with an `UnverifiedFilesWarning`.
+naming the file. `open_directory(directory, names, kind=...)` is the loaders' way: each file is
+read once, its size and sha256 checked on the bytes read, and those bytes are what the loader
+parses (no second read a swap could slip between). A directory without a manifest (written by
+jaxport 0.2.0 or earlier) is read unchecked, with an `UnverifiedFilesWarning`.
+
+A reader racing a file-by-file writer can find a file renamed in after it read the manifest: that
+is refused as corrupt (never read as the wrong version), and reading again succeeds.
 """
 
 from __future__ import annotations
@@ -74,6 +82,8 @@ _CHUNK = 1 << 20
 _PARTIAL = "jaxport-partial-"
 _NEW = "jaxport-new-"
 _PREVIOUS = "jaxport-previous-"
+#: The only name a manifest's "previous" may give: a set-aside directory inside the one read.
+_PREVIOUS_NAME = re.compile(r"\.jaxport-previous-[0-9a-f]{16}")
 
 #: What a file is written from: its bytes, or a function that writes a new file at the path given.
 Content = bytes | Callable[[str], None]
@@ -179,7 +189,7 @@ def write_directory(directory: str | os.PathLike, files: Mapping[str, Content], 
             _remove(staging)
             _raise_write_error(e, current, keeps)
         if staging.parent == target:
-            _commit_file_by_file(target, staging, files, ours)
+            _commit_file_by_file(target, staging, files, ours, kind)
         else:
             _commit_swap(target, staging)
     finally:
@@ -193,9 +203,15 @@ def _commit_swap(target: Path, staging: Path) -> None:
     try:
         os.replace(staging / _FINAL, staging / MANIFEST)
         _fsync_dir(staging)
+        placed = False
         if not target.exists():
-            os.rename(staging, target)
-        else:
+            try:
+                os.rename(staging, target)
+                placed = True
+            except OSError as e:  # another writer's directory landed first: exchanged with it
+                if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+        if not placed:
             with contextlib.suppress(OSError):
                 os.chmod(staging, stat.S_IMODE(target.stat().st_mode))
             if _exchange(staging, target):
@@ -221,27 +237,93 @@ def _commit_swap(target: Path, staging: Path) -> None:
         _remove(previous)
 
 
-def _commit_file_by_file(target: Path, staging: Path, files: Iterable[str], ours: set[str]) -> None:
-    """Mark `target` incomplete, rename each staged file into it, then the manifest last."""
+def _commit_file_by_file(target: Path, staging: Path, files: Iterable[str], ours: set[str], kind: str) -> None:
+    """Set the previous version aside (hard links), mark `target` incomplete with a pointer to it,
+    rename each staged file in, then the manifest last; the previous version is then removed.
+    Writers of one directory take turns: each holds an exclusive `flock` on it while it commits."""
+    lock = _lock_directory(target)
     try:
-        os.replace(staging / MANIFEST, target / MANIFEST)  # the incomplete manifest
-        _fsync_dir(target)
-    except BaseException as e:
-        _remove(staging)
-        _raise_write_error(e, target, f"{target} keeps its previous contents")
-    try:
-        for name in files:
-            os.replace(staging / name, target / name)
-        for name in sorted(ours - set(files) - {MANIFEST}):
-            if (target / name).is_file() or (target / name).is_symlink():
-                os.unlink(target / name)
-        _fsync_dir(target)
-        os.replace(staging / _FINAL, target / MANIFEST)
-    except BaseException as e:
-        _raise_write_error(e, target, f"{target} is left incomplete (its {MANIFEST} says so): write it again")
+        try:
+            previous = _set_aside(target, ours)
+            _write(staging / MANIFEST, _manifest_bytes(kind, None, previous and previous.name))
+            os.replace(staging / MANIFEST, target / MANIFEST)  # incomplete, naming the previous version
+            _fsync_dir(target)
+        except BaseException as e:
+            _remove(staging)
+            _raise_write_error(e, target, f"{target} keeps its previous contents")
+        kept = f"; the previous {kind} is whole in {previous}" if previous is not None else ""
+        try:
+            for name in files:
+                os.replace(staging / name, target / name)
+            for name in sorted(ours - set(files) - {MANIFEST}):
+                if (target / name).is_file() or (target / name).is_symlink():
+                    os.unlink(target / name)
+            _fsync_dir(target)
+            os.replace(staging / _FINAL, target / MANIFEST)
+        except BaseException as e:
+            _raise_write_error(e, target, f"{target} is left incomplete (its {MANIFEST} says so){kept}: "
+                               "write it again")
+        finally:
+            _remove(staging)
+        _durable(target, target)
+        if previous is not None:
+            _remove(previous)
     finally:
-        _remove(staging)
-    _durable(target, target)
+        _unlock(lock)
+
+
+def _lock_directory(directory: Path) -> int | None:
+    """An exclusive `flock` on `directory` itself, waited for (None where there are no locks)."""
+    if fcntl is None:
+        return None
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as e:
+        if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
+            os.close(fd)
+            raise
+    return fd
+
+
+def _set_aside(target: Path, ours: set[str]) -> Path | None:
+    """The whole version in `target` that must stay loadable while a new one is renamed in: its
+    files hard-linked (copied where links are refused) into `.jaxport-previous-XXXX` inside it.
+    Where a killed writer left `target` incomplete, the version it had set aside is that one.
+    None where `target` holds no whole version. Other set-aside directories are removed."""
+    state, pointer = _current_state(target)
+    asides = [target / n for n in os.listdir(target) if _PREVIOUS_NAME.fullmatch(n)]
+    keep = next((a for a in asides if a.name == pointer), None) if state == "incomplete" else None
+    for aside in asides:
+        if aside != keep:
+            _remove(aside)
+    if state in ("incomplete", "unreadable") or (state == "absent" and not any(
+            (target / n).is_file() for n in ours)):
+        return keep
+    aside = target / f".{_PREVIOUS}{secrets.token_hex(8)}"
+    os.mkdir(aside, 0o777)
+    for name in sorted(ours):
+        if (target / name).is_file() and not (target / name).is_symlink():
+            try:
+                os.link(target / name, aside / name)
+            except OSError:  # a filesystem without hard links: a copy, fsynced
+                shutil.copyfile(target / name, aside / name)
+                _digest(aside / name, sync=True)
+    _fsync_dir(aside)
+    _fsync_dir(target)
+    return aside
+
+
+def _current_state(target: Path) -> tuple[str, str | None]:
+    """Whether `target`'s manifest is "complete", "incomplete", "absent" or "unreadable", and the
+    set-aside directory an incomplete one names."""
+    if not (target / MANIFEST).exists():
+        return "absent", None
+    try:
+        manifest = _read_manifest(target / MANIFEST, "the directory", SerializationError)
+    except SerializationError:
+        return "unreadable", None
+    return ("complete", None) if manifest["complete"] else ("incomplete", manifest.get("previous"))
 
 
 def _durable(directory: Path, written: Path) -> None:
@@ -266,8 +348,10 @@ def _can_swap(target: Path, ours: set[str]) -> bool:
         return all(e.name in ours and e.is_file(follow_symlinks=False) for e in entries)
 
 
-def _manifest_bytes(kind: str, entries: Mapping[str, tuple[int, str]] | None) -> bytes:
+def _manifest_bytes(kind: str, entries: Mapping[str, tuple[int, str]] | None, previous: str | None = None) -> bytes:
     manifest: dict = {"format": _FORMAT, "kind": kind, "complete": entries is not None}
+    if previous is not None:
+        manifest["previous"] = previous
     if entries is not None:
         manifest["files"] = {name: {"size": size, "sha256": digest} for name, (size, digest) in entries.items()}
     return (json.dumps(manifest, indent=1) + "\n").encode()
@@ -294,18 +378,15 @@ def _write(path: Path, content: Content) -> tuple[int, str]:
     return len(data), hashlib.sha256(data).hexdigest()
 
 
-def _digest(path: Path, *, sync: bool = False, limit: int | None = None) -> tuple[int, str]:
-    """(size, sha256) of the file at `path`, read in chunks (at most `limit` bytes); fsynced if `sync`."""
+def _digest(path: Path, *, sync: bool = False) -> tuple[int, str]:
+    """(size, sha256) of the file at `path`, read in chunks; fsynced first if `sync`."""
     mode = os.O_RDWR if sync and os.name == "nt" else os.O_RDONLY
     fd = os.open(path, mode | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         if sync:
             os.fsync(fd)
         h, size = hashlib.sha256(), 0
-        while limit is None or size < limit:
-            chunk = os.read(fd, _CHUNK if limit is None else min(_CHUNK, limit - size))
-            if not chunk:
-                break
+        while chunk := os.read(fd, _CHUNK):
             h.update(chunk)
             size += len(chunk)
         return size, h.hexdigest()
@@ -479,29 +560,96 @@ def check_directory(directory: str | os.PathLike, names: Iterable[str] | None = 
     earlier; an `UnverifiedFilesWarning` says so when any of `names` is there). A manifest marked
     incomplete (an interrupted write), of another `kind`, or unreadable, and a file that is
     missing, truncated, longer than written or of another sha256, is one `error` naming the
-    directory or the file."""
+    directory or the file. (`open_directory` reads the files, and reads the previous version
+    where a write was interrupted.)"""
     d = Path(directory)
-    path = d / MANIFEST
-    what = f"the {kind}" if kind else "the directory"
     names = None if names is None else list(names)
+    manifest = _manifest(d, names, kind, error)
+    if manifest is None:
+        return None
+    if not manifest["complete"]:
+        raise error(_incomplete(d, manifest))
+    for name in manifest["files"] if names is None else names:
+        _checked(d / name, _entry(d, manifest, name, kind, error), _what(kind), error, keep=False)
+    return manifest
+
+
+class CheckedDirectory:
+    """The files of a directory jaxport wrote, each read whole in one read and checked against its
+    manifest as it is read: the bytes `read` returns are the bytes whose size and sha256 were
+    compared. `directory` is where they are read from: the directory named, or the previous
+    version kept whole inside it while a write into it was interrupted."""
+
+    def __init__(self, directory: Path, manifest: dict | None, kind: str | None, error: type[Exception]):
+        self.directory, self.manifest, self.kind, self.error = directory, manifest, kind, error
+
+    def read(self, name: str) -> bytes:
+        """`name`'s bytes; missing, truncated, longer than written or of another sha256 is one
+        error naming the file (a directory without a manifest is read unchecked)."""
+        path = self.directory / name
+        if self.manifest is None:
+            if not path.is_file():
+                raise self.error(f"{path} is missing")
+            return _checked(path, None, _what(self.kind), self.error, keep=True)
+        entry = _entry(self.directory, self.manifest, name, self.kind, self.error)
+        return _checked(path, entry, _what(self.kind), self.error, keep=True)
+
+
+class InterruptedWriteWarning(UserWarning):
+    """The last write into a directory was interrupted; the previous version, kept whole, was read."""
+
+
+def open_directory(directory: str | os.PathLike, names: Iterable[str], *, kind: str,
+                   error: type[Exception] = SerializationError) -> CheckedDirectory:
+    """The files `names` of `directory` as `kind` wrote them, to be read and checked one by one
+    (`CheckedDirectory.read`). Where a write into `directory` beside other programs' files was
+    interrupted, the previous version it kept whole is read instead, with an
+    `InterruptedWriteWarning`; other errors are `check_directory`'s."""
+    d = Path(directory)
+    names = list(names)
+    manifest = _manifest(d, names, kind, error)
+    if manifest is None or manifest["complete"]:
+        return CheckedDirectory(d, manifest, kind, error)
+    previous = manifest.get("previous")
+    if previous is not None and (d / previous).is_dir() and not (d / previous).is_symlink():
+        kept = _read_manifest(d / previous / MANIFEST, _what(kind), error)
+        if kept["complete"] and kept["kind"] == kind:
+            warnings.warn(f"{d}: the last write into it was interrupted; its previous {kind}, kept whole in "
+                          f"{d / previous}, is read instead (the next write removes it)",
+                          InterruptedWriteWarning, stacklevel=2)
+            return CheckedDirectory(d / previous, kept, kind, error)
+    raise error(_incomplete(d, manifest))
+
+
+def _what(kind: str | None) -> str:
+    return f"the {kind}" if kind else "the directory"
+
+
+def _manifest(d: Path, names: list[str] | None, kind: str | None, error: type[Exception]) -> dict | None:
+    """`d`'s manifest, of `kind`; None (with the warning) for a directory from before manifests."""
+    path = d / MANIFEST
     if not path.is_file() and not path.is_symlink():
         if d.is_dir() and (names is None or any((d / n).exists() for n in names)):
             warnings.warn(f"{d} has no {MANIFEST} (written by jaxport 0.2.0 or earlier): its files are "
                           "read unchecked for truncation or corruption; write it again to add one",
                           UnverifiedFilesWarning, stacklevel=3)
         return None
-    manifest = _read_manifest(path, what, error)
-    if not manifest["complete"]:
-        raise error(f"{d} is incomplete: writing it was interrupted ({MANIFEST} marks it unfinished); "
-                    "write it again")
+    manifest = _read_manifest(path, _what(kind), error)
     if kind is not None and manifest["kind"] != kind:
         raise error(f"{d} holds a jaxport {manifest['kind']}, not a {kind} ({path})")
-    listed = manifest["files"]
-    for name in listed if names is None else names:
-        if name not in listed:
-            raise error(f"{d / name} is not listed in {path}: {what} is corrupt")
-        _check_file(d / name, listed[name], what, error)
     return manifest
+
+
+def _incomplete(d: Path, manifest: dict) -> str:
+    previous = manifest.get("previous")
+    kept = f" (its previous version is in {d / previous})" if previous and (d / previous).is_dir() else ""
+    return f"{d} is incomplete: writing it was interrupted ({MANIFEST} marks it unfinished); write it again{kept}"
+
+
+def _entry(d: Path, manifest: dict, name: str, kind: str | None, error: type[Exception]) -> Mapping:
+    if name not in manifest["files"]:
+        raise error(f"{d / name} is not listed in {d / MANIFEST}: {_what(kind)} is corrupt")
+    return manifest["files"][name]
 
 
 def _read_manifest(path: Path, what: str, error: type[Exception]) -> dict:
@@ -529,27 +677,48 @@ def _read_manifest(path: Path, what: str, error: type[Exception]) -> dict:
         and isinstance(entry, dict) and type(entry.get("size")) is int and entry["size"] >= 0
         and isinstance(entry.get("sha256"), str) and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"])
         for name, entry in files.items())
+    previous = manifest.get("previous")
+    if previous is not None and not (isinstance(previous, str) and _PREVIOUS_NAME.fullmatch(previous)):
+        raise error(f"{path} has an invalid 'previous' (the name of a set-aside directory inside it): "
+                    f"{what} is corrupt")
     if not valid or (manifest["complete"] and "files" not in manifest):
         raise error(f"{path} has no valid 'files' (each a name with its size and sha256): {what} is corrupt")
     manifest["files"] = files
     return manifest
 
 
-def _check_file(path: Path, entry: Mapping, what: str, error: type[Exception]) -> None:
+def _checked(path: Path, entry: Mapping | None, what: str, error: type[Exception], *, keep: bool) -> bytes:
+    """Read `path` once, checking its size and sha256 against `entry` as it is read; its bytes
+    if `keep` (b"" otherwise). `entry` None: read unchecked."""
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise error(f"{path} is not a regular file: {what} is corrupt")
-        if info.st_size < entry["size"]:
-            raise error(f"{path} is truncated: {info.st_size:,} of its {entry['size']:,} bytes are there")
-        if info.st_size > entry["size"]:
-            raise error(f"{path} has {info.st_size:,} bytes, but {entry['size']:,} were written: it was "
-                        "changed since")
-        size, digest = _digest(path, limit=entry["size"])
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise error(f"{path} is missing ({MANIFEST} lists it): {what} is incomplete") from None
     except OSError as e:
         raise error(f"{path} cannot be read: {one_line(e.strerror or e, 200)}") from None
-    if size != entry["size"] or digest != entry["sha256"]:
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise error(f"{path} is not a regular file: {what} is corrupt")
+        expected = info.st_size if entry is None else entry["size"]
+        if info.st_size < expected:
+            raise error(f"{path} is truncated: {info.st_size:,} of its {expected:,} bytes are there")
+        if info.st_size > expected:
+            raise error(f"{path} has {info.st_size:,} bytes, but {expected:,} were written: it was changed since")
+        h, chunks, size = hashlib.sha256(), [], 0
+        while True:  # to the end, so a file that grew since fstat is seen
+            chunk = os.read(fd, max(_CHUNK, expected - size + 1) if keep else _CHUNK)
+            if not chunk:
+                break
+            h.update(chunk)
+            size += len(chunk)
+            if keep:
+                chunks.append(chunk)
+    except OSError as e:
+        raise error(f"{path} cannot be read: {one_line(e.strerror or e, 200)}") from None
+    finally:
+        os.close(fd)
+    if entry is not None and (size != entry["size"] or h.hexdigest() != entry["sha256"]):
         raise error(f"{path} is corrupt: its content is not what was written (its sha256 differs from "
                     f"the one in {MANIFEST})")
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)

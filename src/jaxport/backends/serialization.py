@@ -56,7 +56,7 @@ import numpy as np
 
 from .. import versions
 from ..errors import InputError, SerializationError, one_line
-from ..files import check_directory, write_directory
+from ..files import open_directory, write_directory
 from ..ir import flatten_by_name, interpret
 from ..ops import _native
 from .inputs import as_jax
@@ -190,23 +190,26 @@ def load_exported(directory: str | os.PathLike) -> ExportedModel:
     or corrupt part is one `SerializationError` naming the file: each is checked against the
     export's manifest first, then read and checked for what it holds."""
     d = Path(directory)
-    check_directory(d, (EXPORT_FILE, WEIGHTS_FILE, SIGNATURE_FILE), kind="export", error=SerializationError)
+    found = open_directory(d, (EXPORT_FILE, WEIGHTS_FILE, SIGNATURE_FILE), kind="export", error=SerializationError)
+    d = found.directory
     missing = [f for f in (EXPORT_FILE, WEIGHTS_FILE, SIGNATURE_FILE) if not (d / f).is_file()]
     if missing:
         raise SerializationError(f"{d} holds no exported model: missing {', '.join(missing)} "
                                  "(write one with jaxport.export(...).save(directory))")
-    signature = _read_signature(d / SIGNATURE_FILE)
+    signature = _read_signature(d / SIGNATURE_FILE, found.read(SIGNATURE_FILE))
     if signature.get("jax_enable_x64") and not jax.config.jax_enable_x64:
         raise SerializationError(f"{d} was exported with 64-bit types (jax_enable_x64); call "
                                  "jax.config.update('jax_enable_x64', True) before loading it")
     path = d / EXPORT_FILE
     try:
-        exported = jax.export.deserialize(bytearray(path.read_bytes()))
+        exported = jax.export.deserialize(bytearray(found.read(EXPORT_FILE)))
         in_args, _ = jax.tree_util.tree_unflatten(exported.in_tree, list(exported.in_avals))
+    except SerializationError:
+        raise
     except Exception as e:  # noqa: BLE001 - flatbuffers and JAX raise struct.error, IndexError, ...
         raise SerializationError(f"{path} is not a readable jax.export artifact (truncated or corrupt?): "
                                  f"{type(e).__name__}: {one_line(e, 200)}") from None
-    params = read_safetensors(d / WEIGHTS_FILE, SerializationError)
+    params = parse_safetensors(found.read(WEIGHTS_FILE), d / WEIGHTS_FILE, SerializationError)
     inputs = signature["inputs"]
     _check_artifact(d, in_args, params, inputs)
     return ExportedModel(
@@ -221,23 +224,24 @@ def load_exported(directory: str | os.PathLike) -> ExportedModel:
     )
 
 
-def read_safetensors(path: str | os.PathLike, error: type[Exception]) -> dict[str, np.ndarray]:
-    """The arrays of a `.safetensors` file; a missing, truncated or corrupt file is one `error`
-    naming it (safetensors checks its header against the file's size before reading)."""
+def parse_safetensors(data: bytes, path: str | os.PathLike, error: type[Exception]) -> dict[str, np.ndarray]:
+    """The arrays of a `.safetensors` file's bytes (read from `path`); a truncated or corrupt file
+    is one `error` naming it (safetensors checks its header against the bytes' length)."""
     versions.require("safetensors")
-    from safetensors.numpy import load_file
+    from safetensors.numpy import load
 
     try:
-        return load_file(str(path))
-    except Exception as e:  # noqa: BLE001 - SafetensorError, OSError, a dtype NumPy lacks
+        return load(data)
+    except Exception as e:  # noqa: BLE001 - SafetensorError, a dtype NumPy lacks
         raise error(f"{path} is not a readable safetensors file (truncated or corrupt?): "
                     f"{type(e).__name__}: {one_line(e, 200)}") from None
 
 
-def _read_signature(path: Path) -> dict:
-    """signature.json, its fields checked (format, input names, shapes and dtypes, outputs)."""
+def _read_signature(path: Path, data: bytes) -> dict:
+    """signature.json's bytes (read from `path`), its fields checked (format, input names, shapes
+    and dtypes, outputs)."""
     try:
-        signature = json.loads(path.read_text(encoding="utf-8"))
+        signature = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise SerializationError(f"{path} is not valid JSON ({e}): the export is corrupt") from None
     if not isinstance(signature, dict):

@@ -32,10 +32,10 @@ import torch
 from jax.experimental import multihost_utils
 
 from .. import versions
-from ..backends.serialization import read_safetensors
+from ..backends.serialization import parse_safetensors
 from ..dlpack import to_torch
 from ..errors import InputError
-from ..files import check_directory, write_directory
+from ..files import open_directory, write_directory
 from .state import TrainState
 
 _WEIGHTS = "weights.safetensors"
@@ -100,11 +100,11 @@ def _placed(value: np.ndarray, like, what: str):
     return jax.make_array_from_callback(value.shape, sharding, lambda index: value[index])
 
 
-def _read_meta(path: str) -> dict:
-    """state.json, its fields checked: a corrupt file is one `InputError` naming it."""
+def _read_meta(path: str, data: bytes) -> dict:
+    """state.json's bytes (read from `path`), its fields checked: a corrupt file is one
+    `InputError` naming it."""
     try:
-        with open(path, encoding="utf-8") as f:
-            meta = json.load(f)
+        meta = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(f"{path} is not valid JSON ({e}): the checkpoint is corrupt") from None
     problems = []
@@ -125,16 +125,17 @@ def _read_meta(path: str) -> dict:
 def load_checkpoint(directory: str | os.PathLike, like: TrainState) -> TrainState:
     """The state saved in `directory`, in the structure and placement of `like`. Every file is
     checked against the checkpoint's manifest before it is read (see the module docstring)."""
-    check_directory(directory, (_STATE, _WEIGHTS, _OPTIMIZER), kind="checkpoint", error=InputError)
+    found = open_directory(directory, (_STATE, _WEIGHTS, _OPTIMIZER), kind="checkpoint", error=InputError)
+    directory = found.directory
     path = os.path.join(directory, _STATE)
     if not os.path.exists(path):
         raise InputError(f"{directory} is not a jaxport checkpoint (no {_STATE})")
-    meta = _read_meta(path)
+    meta = _read_meta(path, found.read(_STATE))
     parts = {}
     for name in (_WEIGHTS, _OPTIMIZER):
         if not os.path.isfile(os.path.join(directory, name)):
             raise InputError(f"{directory} is an incomplete jaxport checkpoint: {name} is missing")
-        parts[name] = read_safetensors(os.path.join(directory, name), InputError)
+        parts[name] = parse_safetensors(found.read(name), os.path.join(directory, name), InputError)
     weights, optimizer = parts[_WEIGHTS], parts[_OPTIMIZER]
     expected = set(like.params) | set(like.buffers)
     if set(weights) != expected:
