@@ -572,9 +572,9 @@ def check(task: str, model_type: str, stages=STAGES,
         start = time.perf_counter()
         try:
             jaxport.from_torch(state["model"], kwargs=state["inputs"])
-            result["from_torch_seconds"] = round(time.perf_counter() - start, 3)
-        except Exception as e:
-            result["from_torch_error"] = short_error(e)
+        except Exception as e:  # the exported program converts, jaxport's own capture of it must too
+            return {**result, "status": "error", "error": "from_torch: " + short_error(e)}
+        result["from_torch_seconds"] = round(time.perf_counter() - start, 3)
         return result
 
     def do_eager():
