@@ -1,7 +1,7 @@
 """The torch device a model lives on, so that nothing jaxport makes for a model assumes the CPU.
 
 Models arrive on `cuda` as often as on `cpu`, and on `meta` when their weights are loaded later
-(a model too big to hold twice, or a graph recorded as a GPU records it: the README's "Models on a
+(a model too big to hold twice, or a graph recorded as a GPU records it: docs/guide/devices.md, "Models on a
 GPU, and models without weights").
 Whatever jaxport builds to trace, probe or check a model (example inputs, probes, the autocast
 context of a precision policy, the reference inputs of `verify`) is built on the model's own

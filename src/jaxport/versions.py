@@ -1,7 +1,7 @@
 """The releases jaxport supports: each dependency's floor, checked where jaxport first needs it.
 
 Each floor is the oldest release CI runs (`make test-compat`, which also runs the newest release
-the package index serves; README, "Supported releases"), and `pyproject.toml` declares the same
+the package index serves; docs/guide/supported-releases.md), and `pyproject.toml` declares the same
 (a test holds the two equal). A release below its floor is refused with one line naming both
 versions and the install that fixes it, instead of failing later inside the dependency: torch,
 JAX and NumPy when this module is imported (`import jaxport` imports it first), the optional ones
@@ -16,7 +16,7 @@ from types import ModuleType
 
 #: {distribution: oldest release CI runs}. torch: the oldest release the package index serves for
 #: Python 3.11 (as a CUDA build, which runs without a GPU); JAX: 0.6.2 fails (no `jax.export` as
-#: jaxport uses it), 0.7 is untried; the rest as the README's "Supported releases" says.
+#: jaxport uses it), 0.7 is untried; the rest as docs/guide/supported-releases.md says.
 FLOORS = {
     "torch": "2.9",
     "jax": "0.8",

@@ -1,6 +1,6 @@
 """Complex numbers family by family: each op family's ops on complex inputs, converted and run
 through JAX, against PyTorch: values in complex128 and complex64, and the gradient of a real loss
-(PyTorch's `.grad` is the conjugate of `jax.grad`: README, "Complex gradients").
+(PyTorch's `.grad` is the conjugate of `jax.grad`: docs/guide/training.md, "Complex numbers").
 
 The OpInfo sweep draws complex samples of every op (`make opinfo-report`, `make opinfo-gradients`);
 these cases stay in `make test` for the families where complex inputs broke lowerings written for

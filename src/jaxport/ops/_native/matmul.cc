@@ -4,7 +4,7 @@
 // Why a kernel: a transformer's time at real sizes is mostly these products, and XLA:CPU's
 // (its YNNPACK fusion, the default in jaxlib 0.10) are slow on thin ones: T5-small's
 // 32 x 512 x 512 products ran at 32 GF/s on one core, its 128 x 512 x 512 at 46
-// (the profile in the README). This loop runs 32 x 512 x 512 at 61 GF/s where XLA's run at
+// (the profile in docs/guide/benchmarks.md). This loop runs 32 x 512 x 512 at 61 GF/s where XLA's run at
 // 40 (benchmarks/bench_products.py).
 //
 // How: the blocking of Goto and van de Geijn with the weight packed ahead of time. The weight
