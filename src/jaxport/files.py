@@ -74,6 +74,7 @@ try:
 except ImportError:  # Windows: no locks, so leftovers of killed writers stay
     fcntl = None
 
+#: The name of the manifest in every directory `write_directory` writes.
 MANIFEST = "manifest.json"
 _FINAL = ".manifest.json.final"  # the manifest in staging until it replaces the incomplete one
 _FORMAT = 1

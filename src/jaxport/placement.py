@@ -47,6 +47,9 @@ class ShardLargest:
     min_size: int = FSDP_MIN_SIZE
 
     def refine(self, shape: tuple[int, ...], spec: PartitionSpec, sizes: Mapping[str, int]) -> PartitionSpec:
+        """`spec`, the placement a parameter of `shape` has so far, with `axis` on its largest free
+        dimension that `sizes[axis]` (the mesh axis's size) divides; `spec` itself when it uses
+        `axis` already, the parameter has fewer than `min_size` elements, or no dimension fits."""
         entries = list(spec) + [None] * (len(shape) - len(spec))
         if self.axis in axes_of(spec) or int(np.prod(shape, dtype=np.int64)) < self.min_size:
             return spec

@@ -298,8 +298,9 @@ def export(
 
     Args:
       model: from `jaxport.from_torch` or `jaxport.from_onnx`.
-      example_args, example_kwargs: inputs as the model takes them; they fix the input
-        structure and the sizes of static dims (their values are not used).
+      example_args: positional inputs as the model takes them; with `example_kwargs` they fix
+        the input structure and the sizes of static dims (their values are not used).
+      example_kwargs: keyword inputs as the model takes them.
       dynamic: which input dims are symbolic sizes in the artifact.
         "auto": exactly the dims the converted program records as dynamic (for torch models,
         those named in `from_torch(..., dynamic_shapes=...)`); every other dim is static.

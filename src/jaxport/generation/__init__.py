@@ -6,6 +6,9 @@
     beam        beam search as one `while_loop`
     streaming   each step's tokens to a streamer from inside the loop; stopping a stream, at exit too
     causal_lm   `from_causal_lm` and `CausalLM`: prefill, decode and `generate` as jitted functions
+
+The package exports `from_causal_lm` and `CausalLM`, and the token choice on its own: `Sampling`
+(the settings), `process_scores` and `process_logits` (the processors, on logits in JAX).
 """
 
 from .causal_lm import CausalLM, from_causal_lm

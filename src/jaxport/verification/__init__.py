@@ -83,14 +83,18 @@ def verify(
       model: a `torch.nn.Module` (exported as `jaxport.from_torch` exports it, with `args` and
         `kwargs` as the example inputs it runs on), an `ExportedProgram`, or the path of an
         `.onnx` file or a `torch.export.save`d `.pt2` file.
-      args, kwargs: the inputs. For a file or an `ExportedProgram` they may be left out: random
-        inputs of the declared shapes are made then (`seed`; `dims` sizes named symbolic dims:
-        ONNX dim names, torch.export size symbols such as s0).
+      args: the positional inputs. For a file or an `ExportedProgram` they may be left out
+        (with `kwargs`): random inputs of the declared shapes are made then.
+      kwargs: the keyword inputs (for a file: inputs by name).
       localize: also run both sides node by node and report the first node whose lowering,
         given the reference's inputs, differs from the reference beyond tolerance
         (`report.first_divergence`: node name, op, module path, source line, input and output
         statistics, the error).
-      rtol, atol: tolerances for floating-point values; by default per dtype (`TOLERANCES`).
+      rtol: relative tolerance of floating-point values; by default per dtype (`TOLERANCES`).
+      atol: absolute tolerance of floating-point values; by default per dtype (`TOLERANCES`).
+      seed: the seed of the random inputs.
+      dims: the sizes of the symbolic dims of the random inputs, by name: ONNX dim names,
+        torch.export size symbols such as s0 (an ONNX dim not named is 1).
 
     Returns a `VerificationReport`; `str(report)` is the text report, `report.to_json()` the JSON.
     Invalid inputs, files and options raise a `JaxportError` of one line naming what is wrong.

@@ -63,6 +63,8 @@ class TensorStats:
     inf: int
 
     def describe(self) -> str:
+        """The value on one line: dtype and shape, its min, max and mean when it has finite values,
+        and its counts of NaN and infinite values when it holds any."""
         text = f"{self.dtype}{list(self.shape)}"
         if self.min is not None:
             text += f" min {self.min:.4g} max {self.max:.4g} mean {self.mean:.4g}"
@@ -181,6 +183,8 @@ class VerificationReport:
 
     @property
     def passed(self) -> bool:
+        """Every output within tolerance, no diverging node, and jaxport's own run not stopped by
+        a failed lowering (`propagation_error`)."""
         return all(o.passed for o in self.outputs) and not self.diverging and not self.propagation_error
 
     def as_dict(self) -> dict[str, Any]:
@@ -191,6 +195,7 @@ class VerificationReport:
         return _json_ready(report)
 
     def to_json(self, indent: int | None = 2) -> str:
+        """`as_dict()` as JSON text, indented by `indent` spaces (None: on one line)."""
         return json.dumps(self.as_dict(), indent=indent)
 
     def __str__(self) -> str:

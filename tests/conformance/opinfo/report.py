@@ -71,7 +71,13 @@ _BLAME_COLUMNS = {"jax": "no such type in JAX", "pytorch": "PyTorch wrong or und
 def summarize(rows: list[dict], level: str, done: set = frozenset()) -> str:
     """The Markdown report of sample `rows`; `done` holds the finished (path, op, dtype) cases,
     those with no sample to run among them."""
-    out = ["# OpInfo conformance (generated)", ""]
+    graph = any(r["path"] in ("auto", "core") for r in rows)
+    reference = any(r["path"] in REFERENCE_PATHS for r in rows)
+    derivatives = any(r["path"] in GRADIENT_PATHS for r in rows)
+    # each report its own title: the documentation site lists its pages by title
+    subject = ("derivatives" if derivatives else "extremal values" if reference
+               else f"converted graphs, {level} level" if graph else "the eager frontend")
+    out = [f"# OpInfo conformance: {subject} (generated)", ""]
     out.append(f"Level: **{level}** (see `tests/conformance/opinfo/test_opinfo.py`: which dtypes and how many samples per op).")
     out.append("")
     if level in LEVELS:
@@ -82,9 +88,6 @@ def summarize(rows: list[dict], level: str, done: set = frozenset()) -> str:
             out.append(f"**Incomplete:** {len(recorded)} of the level's {len(wanted)} (op, dtype, path) "
                        "cases are recorded so far; the counts below cover those.")
             out.append("")
-    graph = any(r["path"] in ("auto", "core") for r in rows)
-    reference = any(r["path"] in REFERENCE_PATHS for r in rows)
-    derivatives = any(r["path"] in GRADIENT_PATHS for r in rows)
     if derivatives:
         out.append(
             "Derivatives of PyTorch's OpInfo samples (drawn with `requires_grad=True`): each sample "
