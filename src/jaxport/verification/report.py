@@ -194,31 +194,6 @@ class VerificationReport:
     def passed(self) -> bool:
         return all(o.passed for o in self.outputs) and not self.diverging and not self.propagation_error
 
-    def node_data(self, *, propagated: bool = False) -> dict[str, Any]:
-        """Model Explorer's node data of each node's error, for the graph it draws of the program
-        `verify` was given (its PyTorch adapter's: the graph "graph", nodes by FX node name):
-        {"graph": {"results": {node: {"value": relative error, "bgColor": colour}}}}. The error
-        of each node on the reference's inputs (where a divergence starts), or with `propagated`
-        on jaxport's own values (how it spreads); a node PyTorch's decompositions split, or an
-        inlined region, shows the worst of its parts (`jaxport.verification.node_data`).
-
-        Raises `InputError` for a report that is not localized, or whose nodes map to no node of
-        an exported program's graph (an ONNX model's)."""
-        if not self.localized:
-            raise InputError("node data needs each node's error: verify with localize=True "
-                             "(jaxport verify --localize)")
-        if not any(e.graph_node for e in self.node_errors):
-            raise InputError(f"{self.model}: no compared node maps to a node of an exported program's graph; node "
-                             "data is written for PyTorch models (a module, an ExportedProgram, a .pt2 file), "
-                             "keyed as Model Explorer's PyTorch adapter keys their nodes")
-        return model_node_data(self.node_errors, propagated=propagated)
-
-    def save_node_data(self, path: str | os.PathLike, *, propagated: bool = False) -> Path:
-        """Write `node_data` as JSON to `path` (whole or not at all); returns the path. Open it
-        with the model in Model Explorer: `model-explorer model.pt2 --node_data_paths=PATH`."""
-        data = json.dumps(self.node_data(propagated=propagated), indent=1, allow_nan=False)
-        return write_file(path, data.encode())
-
     def as_dict(self) -> dict[str, Any]:
         """The report as JSON-ready values (floats that are NaN become None), each node's error
         left out (`node_data`)."""
@@ -233,6 +208,44 @@ class VerificationReport:
 
     def __str__(self) -> str:
         return format_report(self)
+
+    def node_data(self, *, propagated: bool = False) -> dict[str, Any]:
+        """Model Explorer's node data of each node's error, for the graph it draws of the program
+        `verify` was given (its PyTorch adapter's graph "graph", nodes by FX node name). A node
+        PyTorch's decompositions split, or an inlined grad-mode or autocast region, shows the
+        worst of its parts (`jaxport.verification.node_data`). A report that is not localized,
+        or whose nodes map to no node of an exported program's graph (an ONNX model's), raises
+        an `InputError`.
+
+        Args:
+          propagated: each node's error on jaxport's own values (how a divergence spreads)
+            instead of on the reference's inputs (where it starts).
+
+        Returns:
+          `{"graph": {"results": {node: {"value": relative error, "bgColor": colour}}}}`.
+        """
+        if not self.localized:
+            raise InputError("node data needs each node's error: verify with localize=True "
+                             "(jaxport verify --localize)")
+        if not any(e.graph_node for e in self.node_errors):
+            raise InputError(f"{self.model}: no compared node maps to a node of an exported program's graph; node "
+                             "data is written for PyTorch models (a module, an ExportedProgram, a .pt2 file), "
+                             "keyed as Model Explorer's PyTorch adapter keys their nodes")
+        return model_node_data(self.node_errors, propagated=propagated)
+
+    def save_node_data(self, path: str | os.PathLike, *, propagated: bool = False) -> Path:
+        """Write `node_data` as JSON, whole or not at all; Model Explorer opens it with the model
+        (`model-explorer model.pt2 --node_data_paths=PATH`).
+
+        Args:
+          path: the file to write.
+          propagated: as for `node_data`.
+
+        Returns:
+          The path written.
+        """
+        data = json.dumps(self.node_data(propagated=propagated), indent=1, allow_nan=False)
+        return write_file(path, data.encode())
 
 
 def _json_ready(value: Any) -> Any:
