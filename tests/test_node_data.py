@@ -217,12 +217,12 @@ def test_node_data_refuses_what_it_cannot_key_in_one_line(minmax, tmp_path):
 
 
 def test_an_unmeasurable_result_is_red_and_as_large_as_its_values():
-    error = node_data.Error(float("nan"), float("inf"), False)
+    error = node_data.Deviation(float("nan"), float("inf"), False)
     assert error.value == node_data.UNMEASURABLE and error.colour == RED
     # NaN where the reference has a number: within tolerance by its ratio, still beyond it
-    assert node_data.Error(1e-9, 1e-4, False).colour == RED
-    assert [node_data.Error(1e-6, r, True).colour for r in (0.001, 0.05, 0.5)] == [b[1] for b in node_data.BANDS[:3]]
-    assert node_data.Error(0.1, 50.0, False).colour == node_data.BANDS[3][1]
+    assert node_data.Deviation(1e-9, 1e-4, False).colour == RED
+    assert [node_data.Deviation(1e-6, r, True).colour for r in (0.001, 0.05, 0.5)] == [b[1] for b in node_data.BANDS[:3]]
+    assert node_data.Deviation(0.1, 50.0, False).colour == node_data.BANDS[3][1]
 
 
 # -- the command line ---------------------------------------------------------------------------
@@ -253,6 +253,10 @@ def test_cli_node_data_writes_both_files(minmax_pt2, wrong_amax, tmp_path, capfd
     assert max(local, key=lambda name: local[name]["value"]) == "aminmax" and local["aminmax"]["bgColor"] == RED
     assert all(r["bgColor"] == RED for name, r in json.loads(spread.read_text())["graph"]["results"].items()
                if name in DOWNSTREAM)
+    # with --json, standard output stays the report alone
+    rc, out, err = run_cli(capfd, "verify", minmax_pt2, "--localize", "--json", "--node-data", target,
+                           "--lowerings", wrong_amax)
+    assert rc == 1 and json.loads(out)["first_divergence"]["node"] == "amax" and err.startswith("node data: ")
 
 
 BAD_FLAGS = {

@@ -50,7 +50,7 @@ from .inputs import (
     pt2_random_inputs,
 )
 from .localize import localized_report
-from .node_data import Error, NodeError
+from .node_data import Deviation, NodeError
 from .onnx_reference import ONNX_CHUNK_BYTES, OnnxReference, onnxruntime_session
 from .report import (
     DESCRIBED_DIVERGENCES,
@@ -221,6 +221,6 @@ def _verify_onnx(path: str, inputs: NamedInputs | None, options: Options) -> Ver
 
 
 __all__ = [
-    "DESCRIBED_DIVERGENCES", "Divergence", "Error", "NodeError", "ONNX_CHUNK_BYTES", "TOLERANCES", "TensorStats",
+    "DESCRIBED_DIVERGENCES", "Deviation", "Divergence", "NodeError", "ONNX_CHUNK_BYTES", "TOLERANCES", "TensorStats",
     "VerificationReport", "format_report", "model_file_kind", "tensor_stats", "tolerance", "verify", "verify_file",
 ]

@@ -36,7 +36,7 @@ from ..errors import JaxportError, one_line
 from ..ir import Input, Node, Program, Ref, interpret, references
 from ..ops import registry
 from .inputs import Options
-from .node_data import Error, NodeError
+from .node_data import Deviation, NodeError
 from .report import (
     DESCRIBED_DIVERGENCES,
     Divergence,
@@ -173,7 +173,7 @@ class _Walk:
                 checks = _checks(computed, expected, self.options)
                 problem, local = _diverges(index, node, checks, self.fed), _error(checks)
             except JaxportError as e:
-                problem, local = _failed(index, node, e, expected, self.fed), Error(math.nan, math.inf, False)
+                problem, local = _failed(index, node, e, expected, self.fed), Deviation(math.nan, math.inf, False)
             if problem is not None:
                 self._record(problem, node)
             propagated = None
@@ -322,17 +322,17 @@ def _diverges(index: int, node: Node, checks: Sequence[_Check], fed: Mapping[str
     return None
 
 
-def _error(checks: Sequence[_Check]) -> Error:
+def _error(checks: Sequence[_Check]) -> Deviation:
     """The node's error over all its values: the largest relative error and ratio to tolerance."""
     relative, ratio, passed = 0.0, 0.0, True
     for c in checks:
         if c.check is None or math.isnan(c.check.max_abs):  # another shape or number of values
-            return Error(math.nan, math.inf, False)
+            return Deviation(math.nan, math.inf, False)
         bound = c.atol + c.rtol * max(c.check.scale, 1.0)  # what `compare(per_tensor=True)` allows
         over = c.check.max_abs / bound if bound > 0 else (0.0 if c.check.max_abs == 0 else math.inf)
         relative, ratio = max(relative, c.check.scaled_error), max(ratio, over)
         passed = passed and c.check.passed
-    return Error(relative, ratio, passed)
+    return Deviation(relative, ratio, passed)
 
 
 def _failed(index: int, node: Node, error: JaxportError, expected: dict, fed: Mapping[str, Any],

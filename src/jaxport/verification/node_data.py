@@ -3,7 +3,7 @@
 The node-by-node walk (`localize`) measures every node it compares twice: on the reference's
 inputs (`NodeError.local`: only a wrong lowering differs there, so this is where a divergence
 starts) and on jaxport's own values (`NodeError.propagated`: what earlier nodes' differences
-carried to it, so this is how a divergence spreads). Each is an `Error`: the largest absolute
+carried to it, so this is how a divergence spreads). Each is a `Deviation`: the largest absolute
 difference relative to the reference's largest finite magnitude (`relative`), and the same
 difference over the tolerance it is judged by (`ratio`, beyond tolerance above 1).
 
@@ -44,8 +44,8 @@ UNMEASURABLE = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
-class Error:
-    """One node's results against the reference's."""
+class Deviation:
+    """How far one node's results are from the reference's."""
 
     #: the largest absolute difference relative to the reference's largest finite magnitude (the
     #: largest over the node's values); NaN where it cannot be measured
@@ -79,12 +79,12 @@ class NodeError:
     node: str
     op: str
     graph_node: str
-    local: Error
-    propagated: Error | None
+    local: Deviation
+    propagated: Deviation | None
 
 
-def _worst(errors: Iterable[Error]) -> Error:
-    def rank(e: Error) -> tuple:
+def _worst(errors: Iterable[Deviation]) -> Deviation:
+    def rank(e: Deviation) -> tuple:
         return (not e.passed, e.ratio, e.relative if math.isfinite(e.relative) else math.inf)
 
     return max(errors, key=rank)
@@ -95,7 +95,7 @@ def model_node_data(errors: Iterable[NodeError], *, propagated: bool = False) ->
     program's graph: each graph node's worst error, its `value` the relative error (to 4
     significant digits) and its `bgColor` its band's colour (`BANDS`). Nodes without a graph node
     are left out."""
-    by_node: dict[str, list[Error]] = {}
+    by_node: dict[str, list[Deviation]] = {}
     for e in errors:
         error = e.propagated if propagated else e.local
         if e.graph_node and error is not None:
@@ -107,4 +107,4 @@ def model_node_data(errors: Iterable[NodeError], *, propagated: bool = False) ->
     return {GRAPH_ID: {"results": results}}
 
 
-__all__ = ["BANDS", "Error", "GRAPH_ID", "NodeError", "UNMEASURABLE", "model_node_data"]
+__all__ = ["BANDS", "Deviation", "GRAPH_ID", "NodeError", "UNMEASURABLE", "model_node_data"]
