@@ -171,7 +171,7 @@ class _Walk:
             try:
                 computed = run(self.fed)
                 checks = _checks(computed, expected, self.options)
-                problem, local = _diverges(index, node, checks, self.fed), _error(checks)
+                problem, local = _diverges(index, node, checks, self.fed), _deviation(checks)
             except JaxportError as e:
                 problem, local = _failed(index, node, e, expected, self.fed), Deviation(math.nan, math.inf, False)
             if problem is not None:
@@ -179,7 +179,7 @@ class _Walk:
             propagated = None
             if self.own is not None:
                 own = {name: self.own.get(name) for name in expected}
-                propagated = _error(_checks(own, expected, self.options))
+                propagated = _deviation(_checks(own, expected, self.options))
             self.report.node_errors.append(
                 NodeError(node.name, node.op, self.graph_nodes.get(node.name, ""), local, propagated))
         self.fed.update({name: _fed_value(value, computed.get(name)) for name, value in expected.items()})
@@ -322,7 +322,7 @@ def _diverges(index: int, node: Node, checks: Sequence[_Check], fed: Mapping[str
     return None
 
 
-def _error(checks: Sequence[_Check]) -> Deviation:
+def _deviation(checks: Sequence[_Check]) -> Deviation:
     """The node's error over all its values: the largest relative error and ratio to tolerance."""
     relative, ratio, passed = 0.0, 0.0, True
     for c in checks:
