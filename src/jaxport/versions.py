@@ -26,9 +26,15 @@ FLOORS = {
     "onnx": "1.16",
     "onnxruntime": "1.19",
     "optax": "0.2",
+    # Model Explorer (`jaxport verify --explore`): the release its node data and PyTorch adapter
+    # were checked with in a browser (tests/test_model_explorer.py)
+    "ai-edge-model-explorer": "0.1.34",
 }
 #: The extra (`pip install jaxport[...]`) that brings each optional dependency.
-EXTRAS = {"transformers": "hf", "safetensors": "train", "onnx": "onnx", "onnxruntime": "onnx", "optax": "train"}
+EXTRAS = {"transformers": "hf", "safetensors": "train", "onnx": "onnx", "onnxruntime": "onnx", "optax": "train",
+          "ai-edge-model-explorer": "explore"}
+#: The module of each dependency whose import name is not its distribution's.
+MODULES = {"ai-edge-model-explorer": "model_explorer"}
 
 
 def release(version: str) -> tuple[int, ...]:
@@ -50,7 +56,7 @@ def require(name: str) -> ModuleType:
     """Import `name` (an optional dependency) and check its release; an ImportError that names the
     extra to install if it is missing."""
     try:
-        module = importlib.import_module(name)
+        module = importlib.import_module(MODULES.get(name, name))
     except ImportError as err:
         extra = EXTRAS.get(name)
         raise ImportError(f"this needs {name}, which is not installed"

@@ -50,6 +50,13 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     verify.add_argument("--localize", action="store_true", help="also run both node by node, each jaxport node "
                         "on the reference's inputs, and report the first node that diverges")
+    verify.add_argument("--node-data", metavar="PATH", help="with --localize, for a .pt2: write each node's error "
+                        "as Model Explorer's node data, to colour its graph of the model with (PATH: each node on the "
+                        "reference's inputs, where a divergence starts; PATH with .propagated before its suffix: on "
+                        "jaxport's own values, how it spreads)")
+    verify.add_argument("--explore", action="store_true", help="with --localize, for a .pt2: open the model in "
+                        "Model Explorer, its nodes coloured by their errors, until Ctrl+C (pip install "
+                        "'jaxport[explore]')")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.add_argument("--lowerings", action="append", default=[], metavar="MODULE", help=_LOWERINGS_HELP)
 

@@ -65,6 +65,11 @@ class Node:
     #: For a node with several results bound to names of their own (ONNX): the names, in
     #: order, "" for a result nobody reads. `name` then only identifies the node.
     outputs: tuple[str, ...] = ()
+    #: The node of the source graph's top level it was translated from (torch graphs): itself,
+    #: for most; for a node inside an inlined higher-order op's body, the op's node; for a node
+    #: jaxport adds (a view write's write-back, a split `arange`), the node it serves. "" where the
+    #: frontend records none (ONNX, whose nodes' own names are `module_path`).
+    origin: str = ""
 
     def use(self) -> OpUse:
         return OpUse(self.op, self.name, self.module_path, self.source)

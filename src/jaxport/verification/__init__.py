@@ -5,8 +5,9 @@ References: PyTorch for a `torch.nn.Module`, an `ExportedProgram` or a `.pt2` fi
 graph, after the decompositions jaxport's translation applies, so its nodes are the program's);
 onnxruntime for an `.onnx` file. `jaxport verify` is a thin layer over this package.
 
+    node_data         each node's error (`NodeError`), and Model Explorer's node data of them
     report            `VerificationReport`, `Divergence`, `TensorStats`; the tolerances per dtype
-                      (`TOLERANCES`); the text and JSON reports
+                      (`TOLERANCES`); the text and JSON reports; `save_node_data`
     inputs            the options, checked; model files by extension; inputs bound by name or made
                       at random in the declared shapes, checked against the model's
     torch_reference   PyTorch running the exported graph node by node
@@ -49,6 +50,7 @@ from .inputs import (
     pt2_random_inputs,
 )
 from .localize import localized_report
+from .node_data import Deviation, NodeError
 from .onnx_reference import ONNX_CHUNK_BYTES, OnnxReference, onnxruntime_session
 from .report import (
     DESCRIBED_DIVERGENCES,
@@ -135,6 +137,7 @@ def _verify_exported(ep: ExportedProgram, label: str, inputs: NamedInputs | None
                      example: tuple[tuple, dict] | None, options: Options) -> VerificationReport:
     """An exported program against PyTorch: on the module's example inputs (`example`), the
     inputs given by name, or random ones."""
+    given = ep
     if options.localize:
         # The graph as jaxport translates it (only the ops it lacks decomposed), so that the
         # reference's nodes are the program's.
@@ -154,7 +157,11 @@ def _verify_exported(ep: ExportedProgram, label: str, inputs: NamedInputs | None
     reference = f"PyTorch {torch.__version__}"
     if options.localize:
         walk = ExportedReference(ep, flat, model.program, label, device)
-        return localized_report(model, flat, walk, label, reference, options)
+        # Each program node's node in the graph given (what Model Explorer draws): the FX node it
+        # was translated from, and that node's origin before the decompositions.
+        original = torch_export.original_nodes(given, ep)
+        graph_nodes = {n.name: original[n.origin] for n in model.program.nodes if n.origin in original}
+        return localized_report(model, flat, walk, label, reference, options, graph_nodes=graph_nodes)
     in_spec = ep.call_spec.in_spec
     # The program's own (args, kwargs): a model exported with keyword inputs refuses positional ones.
     args, kwargs = (torch.utils._pytree.tree_unflatten(flat, in_spec)
@@ -218,6 +225,6 @@ def _verify_onnx(path: str, inputs: NamedInputs | None, options: Options) -> Ver
 
 
 __all__ = [
-    "DESCRIBED_DIVERGENCES", "Divergence", "ONNX_CHUNK_BYTES", "TOLERANCES", "TensorStats", "VerificationReport",
-    "format_report", "model_file_kind", "tensor_stats", "tolerance", "verify", "verify_file",
+    "DESCRIBED_DIVERGENCES", "Deviation", "Divergence", "NodeError", "ONNX_CHUNK_BYTES", "TOLERANCES", "TensorStats",
+    "VerificationReport", "format_report", "model_file_kind", "tensor_stats", "tolerance", "verify", "verify_file",
 ]

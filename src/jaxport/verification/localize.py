@@ -10,6 +10,9 @@ sides, so memory is that of one run, not of every intermediate. Nodes jaxport ad
 (write-backs of in-place view writes, the bodies of inlined higher-order ops, size arithmetic it
 folds) have no reference value of their own: they are computed, so later nodes have inputs, but
 not compared, and the report counts them.
+
+Every node compared is also measured (`NodeError`, in `report.node_errors`): its error on the
+reference's inputs, and that of jaxport's own value of it, for Model Explorer's node data.
 """
 
 from __future__ import annotations
@@ -28,11 +31,12 @@ import torch
 
 from ..backends.inputs import as_jax
 from ..backends.model import JaxModel
-from ..compare import as_numpy, compare
+from ..compare import OutputCheck, as_numpy, compare
 from ..errors import JaxportError, one_line
 from ..ir import Input, Node, Program, Ref, interpret, references
 from ..ops import registry
 from .inputs import Options
+from .node_data import Deviation, NodeError
 from .report import (
     DESCRIBED_DIVERGENCES,
     Divergence,
@@ -59,12 +63,15 @@ class Reference(Protocol):
 
 
 def localized_report(model: JaxModel, inputs: list, reference: Reference, label: str, reference_name: str,
-                     options: Options, output_names: Sequence[str] | None = None) -> VerificationReport:
+                     options: Options, output_names: Sequence[str] | None = None,
+                     graph_nodes: Mapping[str, str] | None = None) -> VerificationReport:
     """Walk the program in order with two environments: `fed`, where every value the reference
     has is the reference's (so each node runs on the reference's inputs), and `own`, jaxport's
-    own values throughout (its end-to-end run). Values are dropped after their last reader."""
+    own values throughout (its end-to-end run). Values are dropped after their last reader.
+    `graph_nodes`: {program node: the node of the graph verify was given it came from}, recorded
+    with each node's error."""
     with _torch_threads(max(1, (os.cpu_count() or 2) // 2)):
-        return _walk(model, inputs, reference, label, reference_name, options, output_names)
+        return _walk(model, inputs, reference, label, reference_name, options, output_names, graph_nodes or {})
 
 
 @contextlib.contextmanager
@@ -81,18 +88,19 @@ def _torch_threads(count: int) -> Iterator[None]:
 
 
 def _walk(model: JaxModel, inputs: list, reference: Reference, label: str, reference_name: str,
-          options: Options, output_names: Sequence[str] | None) -> VerificationReport:
+          options: Options, output_names: Sequence[str] | None, graph_nodes: Mapping[str, str]) -> VerificationReport:
     """`localized_report`'s walk, under the lowerings the program was made with."""
     with registry.applying(model.program.lowerings):
-        return _walk_nodes(model, inputs, reference, label, reference_name, options, output_names)
+        return _walk_nodes(model, inputs, reference, label, reference_name, options, output_names, graph_nodes)
 
 
 def _walk_nodes(model: JaxModel, inputs: list, reference: Reference, label: str, reference_name: str,
-                options: Options, output_names: Sequence[str] | None) -> VerificationReport:
+                options: Options, output_names: Sequence[str] | None,
+                graph_nodes: Mapping[str, str]) -> VerificationReport:
     start = time.perf_counter()
     report = VerificationReport(label, reference_name, [], options.rtol, options.atol, localized=True,
                                 nodes=len(model.program.nodes))
-    walk = _Walk(model, inputs, reference, options, report)
+    walk = _Walk(model, inputs, reference, options, report, graph_nodes)
     for index, node in enumerate(model.program.nodes):
         walk.step(index, node)
         if walk.stopped:
@@ -109,9 +117,10 @@ class _Walk:
     """The two environments of `localized_report` and what the walk found, node by node."""
 
     def __init__(self, model: JaxModel, inputs: list, reference: Reference, options: Options,
-                 report: VerificationReport):
+                 report: VerificationReport, graph_nodes: Mapping[str, str]):
         program = self.program = model.program
         self.reference, self.options, self.report = reference, options, report
+        self.graph_nodes = graph_nodes
         self.random = {id(n) for n in program.random_nodes()}
         self.initial = {value: model.params[name] for value, name in program.state_inputs}
         self.initial.update(program.constants)
@@ -150,8 +159,9 @@ class _Walk:
         self._drop(node)
 
     def _compare(self, index: int, node: Node, run: Callable[[Mapping[str, Any]], dict[str, Any]]) -> None:
-        """The node on the reference's inputs against the reference; then the reference's values
-        (those it has) stand for the node's results."""
+        """The node on the reference's inputs against the reference, and jaxport's own value of
+        it too (both measured, `NodeError`); then the reference's values (those it has) stand
+        for the node's results."""
         expected = self.reference.values(node)
         computed: dict[str, Any] = {}
         if id(node) in self.random:  # another generator's draws: not comparable
@@ -160,11 +170,18 @@ class _Walk:
             self.report.compared += 1
             try:
                 computed = run(self.fed)
-                problem = _diverges(index, node, computed, expected, self.fed, self.options)
+                checks = _checks(computed, expected, self.options)
+                problem, local = _diverges(index, node, checks, self.fed), _deviation(checks)
             except JaxportError as e:
-                problem = _failed(index, node, e, expected, self.fed)
+                problem, local = _failed(index, node, e, expected, self.fed), Deviation(math.nan, math.inf, False)
             if problem is not None:
                 self._record(problem, node)
+            propagated = None
+            if self.own is not None:
+                own = {name: self.own.get(name) for name in expected}
+                propagated = _deviation(_checks(own, expected, self.options))
+            self.report.node_errors.append(
+                NodeError(node.name, node.op, self.graph_nodes.get(node.name, ""), local, propagated))
         self.fed.update({name: _fed_value(value, computed.get(name)) for name, value in expected.items()})
         self.unreferenced.difference_update(expected)
         extra = {name: value for name, value in computed.items() if name not in expected}
@@ -258,25 +275,64 @@ def _leaves(value: Any, name: str) -> Iterator[tuple[str, Any]]:
         yield name, value
 
 
-def _diverges(index: int, node: Node, computed: dict, expected: dict, fed: Mapping[str, Any],
-              options: Options) -> Divergence | None:
-    """The first of the node's values that differs from the reference's, or None."""
+@dataclasses.dataclass(frozen=True)
+class _Check:
+    """One of a node's values against the reference's: `check` None where the node has another
+    number of values there than the reference (`problem` says)."""
+
+    value: str
+    check: OutputCheck | None
+    problem: str
+    rtol: float
+    atol: float
+    actual: Any
+    reference: Any
+
+
+def _checks(computed: Mapping[str, Any], expected: Mapping[str, Any], options: Options) -> list[_Check]:
+    """Each of the node's values (each element of a tuple) against the reference's, with the
+    tolerance of the reference's dtype, the relative part of each tensor's largest magnitude."""
+    checks = []
     for name, reference in expected.items():
         actual = dict(_leaves(computed.get(name), name))
         wanted = dict(_leaves(reference, name))
         if actual.keys() != wanted.keys():
-            return _divergence(index, node, name, f"{len(actual)} value(s), reference {len(wanted)}",
-                               math.nan, math.nan, (0.0, 0.0), fed, computed.get(name), reference)
+            checks.append(_Check(name, None, f"{len(actual)} value(s), reference {len(wanted)}", 0.0, 0.0,
+                                 computed.get(name), reference))
+            continue
         for leaf, want in wanted.items():
             got = actual[leaf]
             if want is None and got is None:
                 continue
             rtol, atol = tolerance(np.asarray(as_numpy(want)).dtype, options.rtol, options.atol)
             check = compare(leaf, got, want, rtol=rtol, atol=atol, per_tensor=True)
-            if not check.passed:
-                return _divergence(index, node, leaf, check.problem or "values differ beyond tolerance",
-                                   check.max_abs, check.max_rel, (rtol, atol), fed, got, want)
+            checks.append(_Check(leaf, check, check.problem or "values differ beyond tolerance", rtol, atol, got, want))
+    return checks
+
+
+def _diverges(index: int, node: Node, checks: Sequence[_Check], fed: Mapping[str, Any]) -> Divergence | None:
+    """The first of the node's values that differs from the reference's, or None."""
+    for c in checks:
+        if c.check is None:
+            return _divergence(index, node, c.value, c.problem, math.nan, math.nan, (0.0, 0.0), fed, c.actual,
+                               c.reference)
+        if not c.check.passed:
+            return _divergence(index, node, c.value, c.problem, c.check.max_abs, c.check.max_rel, (c.rtol, c.atol),
+                               fed, c.actual, c.reference)
     return None
+
+
+def _deviation(checks: Sequence[_Check]) -> Deviation:
+    """The node's error over all its values: the largest relative error and ratio to tolerance."""
+    relative, ratio, passed = 0.0, 0.0, True
+    for c in checks:
+        if c.check is None or math.isnan(c.check.max_abs):  # another shape or number of values
+            return Deviation(math.nan, math.inf, False)
+        bound = c.atol + c.rtol * max(c.check.scale, 1.0)  # what `compare(per_tensor=True)` allows
+        over = c.check.max_abs / bound if bound > 0 else (0.0 if c.check.max_abs == 0 else math.inf)
+        relative, ratio = max(relative, c.check.scaled_error), max(ratio, over)
+        passed = passed and c.check.passed
+    return Deviation(relative, ratio, passed)
 
 
 def _failed(index: int, node: Node, error: JaxportError, expected: dict, fed: Mapping[str, Any],

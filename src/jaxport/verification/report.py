@@ -5,6 +5,9 @@ Tolerances are per dtype (`TOLERANCES`): integers and booleans exactly, floats w
 (`jaxport.compare`). Node by node, the relative part is taken of each tensor's largest
 magnitude (`compare(..., per_tensor=True)`): one op's rounding on an element near zero left by
 cancellation is not a wrong lowering.
+
+A localized report keeps every compared node's error (`node_errors`), which `node_data` and
+`save_node_data` give as Model Explorer's node data (`node_data.py`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -20,6 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compare import OutputCheck, as_numpy, compare, compare_all
+from ..errors import InputError
+from ..files import write_file
+from .node_data import NodeError, model_node_data
 
 # -- tolerances ---------------------------------------------------------------------------------
 
@@ -175,6 +183,9 @@ class VerificationReport:
     #: inputs not counted): values are dropped after their last reader
     peak_intermediates: int = 0
     seconds: float = 0.0
+    #: every compared node's error, on the reference's inputs and on jaxport's own values, in
+    #: program order (`node_data`; left out of `as_dict`, which would grow by a row a node)
+    node_errors: list[NodeError] = dataclasses.field(default_factory=list)
 
     @property
     def first_divergence(self) -> Divergence | None:
@@ -188,8 +199,10 @@ class VerificationReport:
         return all(o.passed for o in self.outputs) and not self.diverging and not self.propagation_error
 
     def as_dict(self) -> dict[str, Any]:
-        """The report as JSON-ready values (floats that are NaN become None)."""
-        report = dataclasses.asdict(self)
+        """The report as JSON-ready values (floats that are NaN become None), each node's error
+        left out (`node_data`)."""
+        report = dataclasses.asdict(dataclasses.replace(self, node_errors=[]))
+        del report["node_errors"]
         report["passed"] = self.passed
         report["first_divergence"] = report["divergences"][0] if self.divergences else None
         return _json_ready(report)
@@ -200,6 +213,44 @@ class VerificationReport:
 
     def __str__(self) -> str:
         return format_report(self)
+
+    def node_data(self, *, propagated: bool = False) -> dict[str, Any]:
+        """Model Explorer's node data of each node's error, for the graph it draws of the program
+        `verify` was given (its PyTorch adapter's graph "graph", nodes by FX node name). A node
+        PyTorch's decompositions split, or an inlined grad-mode or autocast region, shows the
+        worst of its parts (`jaxport.verification.node_data`). A report that is not localized,
+        or whose nodes map to no node of an exported program's graph (an ONNX model's), raises
+        an `InputError`.
+
+        Args:
+          propagated: each node's error on jaxport's own values (how a divergence spreads)
+            instead of on the reference's inputs (where it starts).
+
+        Returns:
+          `{"graph": {"results": {node: {"value": relative error, "bgColor": colour}}}}`.
+        """
+        if not self.localized:
+            raise InputError("node data needs each node's error: verify with localize=True "
+                             "(jaxport verify --localize)")
+        if not any(e.graph_node for e in self.node_errors):
+            raise InputError(f"{self.model}: no compared node maps to a node of an exported program's graph; node "
+                             "data is written for PyTorch models (a module, an ExportedProgram, a .pt2 file), "
+                             "keyed as Model Explorer's PyTorch adapter keys their nodes")
+        return model_node_data(self.node_errors, propagated=propagated)
+
+    def save_node_data(self, path: str | os.PathLike, *, propagated: bool = False) -> Path:
+        """Write `node_data` as JSON, whole or not at all; Model Explorer opens it with the model
+        (`model-explorer model.pt2 --node_data_paths=PATH`).
+
+        Args:
+          path: the file to write.
+          propagated: as for `node_data`.
+
+        Returns:
+          The path written.
+        """
+        data = json.dumps(self.node_data(propagated=propagated), indent=1, allow_nan=False)
+        return write_file(path, data.encode())
 
 
 def _json_ready(value: Any) -> Any:

@@ -83,6 +83,37 @@ def lowerable(ep: ExportedProgram, *, decompose: str = "auto") -> ExportedProgra
     raise UnsupportedOpsError(best_missing)
 
 
+def original_nodes(original: ExportedProgram, lowered: ExportedProgram) -> dict[str, str]:
+    """{name of a call_function node of `lowered`'s graph: the node of `original`'s graph it came
+    from}, where `lowered` is `lowerable(original)`. The same program: every node is its own. A
+    decomposed one: read from the provenance PyTorch's passes record (`node.meta["from_node"]`, a
+    chain of the nodes each was made from, each naming the graph it was in), followed to the node
+    of `original`'s graph; nodes with no such ancestor are left out."""
+    if lowered is original:
+        return {n.name: n.name for n in original.graph.nodes if n.op == "call_function"}
+    names = {n.name for n in original.graph.nodes}
+    nodes = {}
+    for n in lowered.graph.nodes:
+        if n.op == "call_function":
+            found = _ancestor_in(n.meta.get("from_node") or (), id(original.graph), names)
+            if found is not None:
+                nodes[n.name] = found
+    return nodes
+
+
+def _ancestor_in(sources, graph_id: int, names: set[str]) -> str | None:
+    """The first node of the graph `graph_id` in a `from_node` chain, depth first (a source
+    without a graph id, from a torch that records none, is taken by its name)."""
+    for made_from in sources:
+        in_graph = getattr(made_from, "graph_id", graph_id) == graph_id
+        if in_graph and made_from.name in names:
+            return made_from.name
+        found = _ancestor_in(getattr(made_from, "from_node", None) or (), graph_id, names)
+        if found is not None:
+            return found
+    return None
+
+
 def missing_decompositions() -> dict:
     """PyTorch's export decompositions for just the ops jaxport has no lowering for: the table
     `lowerable` would decompose with, for tracers that take one up front (AOTAutograd, whose

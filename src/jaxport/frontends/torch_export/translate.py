@@ -82,11 +82,15 @@ class _Translator:
         return kwargs
 
     def graph(self, graph: torch.fx.Graph, prefix: str = "") -> list:
-        """Translate `graph`'s call_function nodes; returns its output values."""
+        """Translate `graph`'s call_function nodes; returns its output values. At the top level
+        (no `prefix`), each node made records the FX node it came from (`Node.origin`)."""
         self.view_writes.update(view_writes(graph))
         for node in graph.nodes:
             if node.op == "call_function":
+                start = len(self.nodes)
                 self.node(node, prefix)
+                if not prefix:
+                    self.nodes[start:] = [dataclasses.replace(n, origin=node.name) for n in self.nodes[start:]]
             elif node.op == "output":
                 return list(self.arg(node.args[0]))
         return []
