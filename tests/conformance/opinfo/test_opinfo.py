@@ -357,3 +357,16 @@ def test_report_counts_what_is_not_jaxports_apart():
     table = report.summarize(rows, "test")
     assert "| float32 | 10 | 7 | 70.00% | 1 | 1 | 87.50% |" in table
     assert "| chalf | float32 | vjp | 1 | error:TypeError" in table
+
+
+@pytest.mark.parametrize("decompose", ["auto", "core"])
+def test_a_conversion_crash_on_any_path_is_a_failure(monkeypatch, decompose):
+    """jaxport crashing on a sample PyTorch exports (and, on the core path, decomposes) is a
+    failure of that sample, never "unexportable": only PyTorch's own refusals are out of reach."""
+    def crash(*args, **kwargs):
+        raise RuntimeError("planted crash")
+
+    monkeypatch.setattr(harness.jaxport, "from_exported_program", crash)
+    model, outcome = harness.convert_sample(torch.nn.Tanh(), [torch.randn(3)], decompose)
+    assert model is None and (outcome.status, outcome.detail) == ("failed", "conversion crashed: RuntimeError: "
+                                                                             "planted crash")
