@@ -102,13 +102,13 @@ class CausalLM:
         self._layout = CacheLayout(name, cache_specs, max_batch=max_batch, max_length=max_length, rolls=rolls,
                                    split=self.split)
         #: Each layer's attention ("full_attention", "sliding_attention", ...), as the model's config
-        #: says or, where it names none, as transformers' cache reads it (`_layer_types`).
+        #: says or, where it names none, as transformers' cache reads it (`convert._layer_types`).
         self.layer_types = tuple(layer_types)
         #: The model's generation config with transformers' defaults filled in: `generate`'s defaults.
         self.generation_config = generation_config
         self.name = name
         #: Whether decoding goes on past `max_length`: every layer keeps a sliding window only, of
-        #: fewer slots (see `CacheLayout.write_slots`). The most tokens one decode step may then take.
+        #: fewer slots (see `CacheLayout.write_slots`, and its `decode_room`, the most tokens a step).
         self.rolls = rolls
         self._jitted_prefill = jax.jit(self.prefill_step, donate_argnums=1)
         self._jitted_decode = jax.jit(self.decode_step, donate_argnums=1)
