@@ -20,16 +20,20 @@ registered is cancelled and waited for, and no new one starts.
 Streams are independent: any number may run at once, each callback finding its own streamer by
 the id its loop carries. One streamer object follows one call at a time (transformers' streamers
 keep per-call state); a second concurrent call with the same streamer is refused.
+
+`follow` runs a `generate` call's loop as its streamer follows it; `generator` is `stream`'s
+Python generator over the steps' tokens.
 """
 
 from __future__ import annotations
 
 import atexit
 import itertools
+import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -145,6 +149,52 @@ class Stream:
             raise self.failure
         if self.stopped:
             raise JaxportError(f"{self.name}: generation was cancelled before it finished (the interpreter is exiting)")
+
+
+def follow(name: str, streamer: Any, prompts: Any, run: Callable, args: tuple) -> tuple[Any, int]:
+    """`(tokens, steps)` of `run(*args, stream id)` run as a stream `streamer` follows: given the
+    prompts, then each step's tokens from the runner, then `end()`. Whatever is raised meanwhile
+    (a `KeyboardInterrupt` while waiting too) stops the loop at its next step and is raised."""
+    stream = Stream(name, streamer)
+    try:
+        stream.register()  # refuses a streamer another running call follows
+        streamer.put(np.asarray(prompts))
+        stream.start(run, args)
+        outcome = stream.result()
+    except BaseException:  # a KeyboardInterrupt while waiting too: the loop stops at its next step
+        stream.stop()
+        raise
+    streamer.end()
+    return outcome
+
+
+class _Enqueue:
+    """The streamer `generator` gives its loop: each step's tokens into the generator's queue."""
+
+    def __init__(self, items: queue.SimpleQueue):
+        self.put = items.put
+
+
+def generator(name: str, run: Callable, args: tuple) -> Iterator[np.ndarray]:
+    """Each step's tokens of `run(*args, stream id)` as a Python generator, the loop in its runner;
+    closed (or collected, interrupted or finished), the loop is stopped and its runner waited for."""
+    items: queue.SimpleQueue = queue.SimpleQueue()
+    finished = object()
+    stream = Stream(name, _Enqueue(items), on_done=lambda: items.put(finished))
+    try:
+        stream.register()
+        stream.start(run, args)
+        while True:
+            try:
+                item = items.get(timeout=POLL_SECONDS)  # timed, so that a KeyboardInterrupt arrives
+            except queue.Empty:
+                continue
+            if item is finished:
+                break
+            yield item
+    finally:  # closed, collected, interrupted, or finished
+        stream.stop()  # a no-op once the loop has ended
+    stream.check()
 
 
 def emit(stream_id: np.ndarray, tokens: np.ndarray) -> np.ndarray:
