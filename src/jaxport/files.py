@@ -39,9 +39,15 @@ failed write) is one `WriteError` naming the file, and the previous contents sta
 directory; the staging directories of killed writers (no lock) are removed by the next write to
 the same place.
 
-`check_directory(directory, names, kind=...)` checks each named file against the manifest, and
-`open_directory(directory, names, kind=...)` reads each once, checked on the bytes read (both
-from `jaxport.manifests`, re-exported here with the manifest's name and the readers' warnings).
+`check_directory(directory, names, kind=...)`: reads the manifest (at most 1 MiB) and checks each
+named file against it: missing, truncated, longer than written, or a different sha256 is one error
+naming the file. `open_directory(directory, names, kind=...)` is the loaders' way: each file is
+read once, its size and sha256 checked on the bytes read, and those bytes are what the loader
+parses (no second read a swap could slip between). A directory without a manifest (written by
+jaxport 0.2.0 or earlier) is read unchecked, with an `UnverifiedFilesWarning`.
+
+A reader racing a file-by-file writer can find a file renamed in after it read the manifest: that
+is refused as corrupt (never read as the wrong version), and reading again succeeds.
 """
 
 from __future__ import annotations
@@ -79,8 +85,9 @@ try:
 except ImportError:  # Windows: no locks, so leftovers of killed writers stay
     fcntl = None
 
-__all__ = ["MANIFEST", "CheckedDirectory", "Content", "InterruptedWriteWarning", "UnverifiedFilesWarning",
-           "WriteError", "check_directory", "open_directory", "write_directory", "write_file"]
+# The reading half (`check_directory`, `open_directory`) is `manifests`', re-exported here.
+__all__ = ["MANIFEST", "Content", "WriteError", "UnverifiedFilesWarning", "CheckedDirectory",
+           "InterruptedWriteWarning", "write_file", "write_directory", "check_directory", "open_directory"]
 
 _FINAL = ".manifest.json.final"  # the manifest in staging until it replaces the incomplete one
 _PARTIAL = "jaxport-partial-"

@@ -9,17 +9,9 @@ While a write is under way the manifest says `"complete": false`; while a write 
 programs' files commits, it also names the previous version kept whole inside the directory
 (`"previous"`).
 
-`check_directory(directory, names, kind=...)`: reads the manifest (at most 1 MiB) and checks each
-named file against it: missing, truncated, longer than written, or a different sha256 is one error
-naming the file. `open_directory(directory, names, kind=...)` is the loaders' way: each file is
-read once, its size and sha256 checked on the bytes read, and those bytes are what the loader
-parses (no second read a swap could slip between). A directory without a manifest (written by
-jaxport 0.2.0 or earlier) is read unchecked, with an `UnverifiedFilesWarning`.
-
-A reader racing a file-by-file writer can find a file renamed in after it read the manifest: that
-is refused as corrupt (never read as the wrong version), and reading again succeeds.
-
-`jaxport.files` re-exports the public names; import them from there.
+`check_directory` and `open_directory` read a directory so written, each file checked against the
+manifest (the module docstring of `jaxport.files` says how); `jaxport.files` re-exports them, with
+the manifest's name and the readers' warnings: import them from there.
 """
 
 from __future__ import annotations
