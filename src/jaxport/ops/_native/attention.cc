@@ -20,7 +20,7 @@
 // exp(score - m) packed and multiplied into the output rows. At the end the rows are divided
 // by l. (Query block, head) pairs are split over XLA's intra-op thread pool.
 //
-// Numerics: as jaxport's portable formulation (`safe_softmax` in `ops/aten/reduction.py`):
+// Numerics: as jaxport's portable formulation (`safe_softmax` in `ops/aten/softmax.py`):
 // float32 throughout, a row's scores shifted by their maximum; a row whose scores are all -inf
 // is shifted by 0, so its weights are 0 and it divides by 1 (zeros, or NaN where a value is
 // not finite, as 0 * inf gives); a NaN score makes its row NaN, as does a +inf one (inf - inf).

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 from .._attention import group_heads, ungroup_heads, unmasked_attention
 from ..registry import aten
 from ._promotion import opmath_type
-from .reduction import safe_softmax
+from .softmax import safe_softmax
 
 
 def _scale(query, scale):

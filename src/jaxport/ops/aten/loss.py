@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from ..registry import aten, custom
 from ._promotion import float_type, opmath_type, real_type, result_type
-from .reduction import p_norm
+from .norms import p_norm
 
 
 def _reduce(loss, reduction):

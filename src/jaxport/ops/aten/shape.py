@@ -4,7 +4,8 @@ JAX arrays have no strides or storage, so every view op here returns a new
 array holding the values the PyTorch view would show; aliasing ops (`alias`,
 `detach`, `clone`, `contiguous`) are identities. `as_strided` reads its
 input as a contiguous buffer. Dims follow PyTorch: negative dims wrap, and
-0-d tensors accept dim 0 and -1.
+0-d tensors accept dim 0 and -1. Joining and splitting are `joining`, padding `padding`,
+diagonals and triangles `diagonal`, the `*_scatter` ops `view_scatter`.
 """
 
 from __future__ import annotations
@@ -17,11 +18,7 @@ import numpy as np
 from jax import lax
 
 from ..registry import aten
-from ._promotion import canonical_dim, result_type
-
-_PAD_MODES = {0: "constant", 1: "reflect", 2: "replicate", 3: "circular"}
-_JNP_PAD_MODES = {"reflect": "reflect", "replicate": "edge"}
-
+from ._promotion import canonical_dim
 
 # -- helpers -------------------------------------------------------------------------------------
 
@@ -89,79 +86,12 @@ def _slice_index(ndim: int, dim: int, index) -> tuple:
     return (slice(None),) * dim + (index,)
 
 
-def _split_sizes(x, sizes, dim: int) -> list:
-    if x.ndim == 0:
-        return [x]
-    dim = canonical_dim(dim, x.ndim)
-    out, start = [], 0
-    for size in sizes:
-        out.append(lax.slice_in_dim(x, start, start + int(size), axis=dim))
-        start += int(size)
-    return out
-
-
-def _split_at(x, indices, dim: int) -> list:
-    """`x` cut before each of `indices` along `dim`, indices clamped as slices are."""
-    dim = canonical_dim(dim, x.ndim)
-    bounds = [0, *indices, x.shape[dim]]
-    return [_slice(x, dim, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-def _pad_widths(ndim: int, pad) -> list[tuple[int, int]]:
-    """PyTorch's flat pad list (last dim first, (left, right) pairs) as per-dim pairs."""
-    widths = [(0, 0)] * ndim
-    for i in range(len(pad) // 2):
-        widths[ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
-    return widths
-
-
-def _pad(self, pad, mode: str, value=None):
-    """Pad the trailing dims of `self` as PyTorch's pads do, negative widths cropping."""
-    widths = _pad_widths(self.ndim, pad)
-    if mode == "constant":
-        fill = jnp.asarray(0 if value is None else value).astype(self.dtype)
-        return lax.pad(self, fill, [(lo, hi, 0) for lo, hi in widths])
-    if mode == "circular":
-        # Negative widths crop first; the wrapped values come from what remains.
-        crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for n, (lo, hi) in zip(self.shape, widths))
-        return jnp.pad(self[crop], [(max(lo, 0), max(hi, 0)) for lo, hi in widths], mode="wrap")
-    if all(lo >= 0 and hi >= 0 for lo, hi in widths):
-        return jnp.pad(self, widths, mode=_JNP_PAD_MODES[mode])
-    # With negative widths, output position j reads input position j - left, reflected or clamped.
-    for d, (lo, hi) in enumerate(widths):
-        if lo or hi:
-            n = self.shape[d]
-            pos = np.arange(n + lo + hi) - lo
-            if mode == "reflect":
-                pos = np.abs(pos)
-                pos = np.where(pos > n - 1, 2 * (n - 1) - pos, pos)
-            self = jnp.take(self, np.clip(pos, 0, n - 1), axis=d)
-    return self
-
-
-def _diag_indices(rows: int, cols: int, offset: int):
-    """Row and column indices of the `offset` diagonal of a rows x cols matrix."""
-    n = max(min(rows + min(offset, 0), cols - max(offset, 0)), 0)
-    r = np.arange(n) + max(-offset, 0)
-    c = np.arange(n) + max(offset, 0)
-    return r, c
-
-
 def _atleast(self, ndim: int):
     if ndim == 1:
         return jnp.atleast_1d(self)
     if ndim == 2:
         return jnp.atleast_2d(self)
     return jnp.atleast_3d(self)
-
-
-def _cat(tensors, dim: int):
-    dtype = result_type(*tensors)
-    kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
-    if not kept:
-        return jnp.zeros((0,), dtype)
-    dim = canonical_dim(dim, kept[0].ndim)
-    return jnp.concatenate([t.astype(dtype) for t in kept], axis=dim)
 
 
 def _strided_indices(size, stride, storage_offset) -> np.ndarray:
@@ -174,33 +104,6 @@ def _strided_indices(size, stride, storage_offset) -> np.ndarray:
 
 
 # -- lowerings -----------------------------------------------------------------------------------
-
-
-@aten("_chunk_cat.default")
-def aten__chunk_cat(tensors, dim, num_chunks):
-    """_chunk_cat(Tensor[] tensors, int dim, int num_chunks) -> Tensor"""
-    dim = canonical_dim(dim, tensors[0].ndim) if len({t.ndim for t in tensors}) == 1 else dim
-    pieces = []
-    for t in tensors:
-        size = t.shape[dim]
-        padded = -(-size // num_chunks) * num_chunks
-        widths = [(0, 0)] * t.ndim
-        widths[dim] = (0, padded - size)
-        t = jnp.pad(t, widths)
-        pieces.append(t.reshape(*t.shape[:dim], num_chunks, -1))
-    return jnp.concatenate(pieces, axis=dim + 1)
-
-
-@aten("_pad_circular.default")
-def aten__pad_circular(self, pad):
-    """_pad_circular(Tensor self, SymInt[] pad) -> Tensor"""
-    return _pad(self, pad, "circular")
-
-
-@aten("_pad_enum.default")
-def aten__pad_enum(self, pad, mode, value=None):
-    """_pad_enum(Tensor self, SymInt[] pad, int mode, float? value=None) -> Tensor"""
-    return _pad(self, pad, _PAD_MODES[mode], value)
 
 
 @aten("_reshape_alias.default", "_reshape_alias_copy.default")
@@ -229,14 +132,6 @@ def aten_as_strided(self, size, stride, storage_offset=None):
     if index.size == 0:
         return jnp.zeros(index.shape, self.dtype)
     return jnp.ravel(self)[index]
-
-
-@aten("as_strided_scatter.default")
-def aten_as_strided_scatter(self, src, size, stride, storage_offset=None):
-    """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    index = _strided_indices(size, stride, storage_offset)
-    flat = jnp.ravel(self).at[index].set(src.astype(self.dtype))
-    return flat.reshape(self.shape)
 
 
 @aten("atleast_1d.default")
@@ -275,21 +170,6 @@ def aten_atleast_3d_sequence(tensors):
     return [_atleast(t, 3) for t in tensors]
 
 
-@aten("block_diag.default")
-def aten_block_diag(tensors):
-    """block_diag(Tensor[] tensors) -> Tensor"""
-    dtype = result_type(*tensors)
-    blocks = [jnp.reshape(t, (1, -1)) if t.ndim < 2 else t for t in tensors]
-    rows = sum(b.shape[0] for b in blocks)
-    cols = sum(b.shape[1] for b in blocks)
-    out = jnp.zeros((rows, cols), dtype)
-    r = c = 0
-    for b in blocks:
-        out = lax.dynamic_update_slice(out, b.astype(dtype), (r, c)) if b.size else out
-        r, c = r + b.shape[0], c + b.shape[1]
-    return out
-
-
 @aten("broadcast_tensors.default")
 def aten_broadcast_tensors(tensors):
     """broadcast_tensors(Tensor[] tensors) -> Tensor[]"""
@@ -311,102 +191,12 @@ def aten_cartesian_prod(tensors):
     return jnp.stack([g.reshape(-1) for g in grids], axis=1)
 
 
-@aten("cat.default", "concatenate.default", "concat.default")
-def aten_cat(tensors, dim=0):
-    """cat(Tensor[] tensors, int dim=0) -> Tensor; concatenate and concat are its aliases."""
-    return _cat(tensors, dim)
-
-
 @aten("channel_shuffle.default", "native_channel_shuffle.default")
 def aten_channel_shuffle(self, groups):
     """channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
     n, c, *rest = self.shape
     x = self.reshape(n, groups, c // groups, *rest)
     return jnp.swapaxes(x, 1, 2).reshape(self.shape)
-
-
-@aten("chunk.default", "unsafe_chunk.default")
-def aten_chunk(self, chunks, dim=0):
-    """chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]"""
-    size = self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1
-    split_size = -(-size // chunks)
-    if split_size == 0 and size == 0:
-        return _split_sizes(self, [0] * chunks, dim)
-    return aten_split(self, split_size, dim)
-
-
-@aten("column_stack.default")
-def aten_column_stack(tensors):
-    """column_stack(Tensor[] tensors) -> Tensor"""
-    return aten_hstack([t.reshape(-1, 1) if t.ndim <= 1 else t for t in tensors])
-
-
-@aten("constant_pad_nd.default")
-def aten_constant_pad_nd(self, pad, value=0):
-    """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
-    return _pad(self, pad, "constant", value)
-
-
-@aten("diag.default")
-def aten_diag(self, diagonal=0):
-    """diag(Tensor self, int diagonal=0) -> Tensor"""
-    if self.ndim == 1:
-        return aten_diag_embed(self, diagonal, 0, 1)
-    return aten_diagonal(self, diagonal, 0, 1)
-
-
-@aten("diag_embed.default")
-def aten_diag_embed(self, offset=0, dim1=-2, dim2=-1):
-    """diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
-    ndim = self.ndim + 1
-    dim1, dim2 = canonical_dim(dim1, ndim), canonical_dim(dim2, ndim)
-    n = self.shape[-1] + abs(offset)
-    rows, cols = _diag_indices(n, n, offset)
-    out = jnp.zeros((*self.shape[:-1], n, n), self.dtype).at[..., rows, cols].set(self)
-    # dims other than dim1/dim2 keep their order; place the two diagonal dims.
-    order = [d for d in range(ndim) if d not in (dim1, dim2)]
-    perm = [0] * ndim
-    for src, dst in enumerate(order):
-        perm[dst] = src
-    perm[dim1], perm[dim2] = ndim - 2, ndim - 1
-    return jnp.transpose(out, perm)
-
-
-@aten("diagflat.default")
-def aten_diagflat(self, offset=0):
-    """diagflat(Tensor self, int offset=0) -> Tensor"""
-    return aten_diag_embed(jnp.ravel(self), offset, 0, 1)
-
-
-@aten("diagonal.default", "diagonal_copy.default")
-def aten_diagonal(self, offset=0, dim1=0, dim2=1):
-    """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    dim1, dim2 = canonical_dim(dim1, self.ndim), canonical_dim(dim2, self.ndim)
-    rows, cols = _diag_indices(self.shape[dim1], self.shape[dim2], offset)
-    x = jnp.moveaxis(self, (dim1, dim2), (-2, -1))
-    return x[..., rows, cols]
-
-
-@aten("diagonal_scatter.default")
-def aten_diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
-    """diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    dim1, dim2 = canonical_dim(dim1, self.ndim), canonical_dim(dim2, self.ndim)
-    rows, cols = _diag_indices(self.shape[dim1], self.shape[dim2], offset)
-    x = jnp.moveaxis(self, (dim1, dim2), (-2, -1))
-    x = x.at[..., rows, cols].set(src.astype(self.dtype))
-    return jnp.moveaxis(x, (-2, -1), (dim1, dim2))
-
-
-@aten("dsplit.int", "dsplit.array")
-def aten_dsplit(self, sections):
-    """dsplit.int(Tensor(a -> *) self, int sections) -> Tensor(a)[]"""
-    return aten_tensor_split(self, sections, 2)
-
-
-@aten("dstack.default")
-def aten_dstack(tensors):
-    """dstack(Tensor[] tensors) -> Tensor"""
-    return _cat([_atleast(t, 3) for t in tensors], 2)
 
 
 @aten("expand.default", "expand_copy.default")
@@ -449,25 +239,6 @@ def aten_fliplr(self):
 def aten_flipud(self):
     """flipud(Tensor self) -> Tensor"""
     return jnp.flip(self, 0)
-
-
-@aten("hsplit.int", "hsplit.array")
-def aten_hsplit(self, sections):
-    """hsplit.int(Tensor(a -> *) self, int sections) -> Tensor(a)[]"""
-    return aten_tensor_split(self, sections, 0 if self.ndim == 1 else 1)
-
-
-@aten("hstack.default")
-def aten_hstack(tensors):
-    """hstack(Tensor[] tensors) -> Tensor"""
-    tensors = [_atleast(t, 1) for t in tensors]
-    return _cat(tensors, 0 if tensors[0].ndim == 1 else 1)
-
-
-@aten("linalg_diagonal.default")
-def aten_linalg_diagonal(A, *, offset=0, dim1=-2, dim2=-1):
-    """linalg_diagonal(Tensor(a) A, *, int offset=0, int dim1=-2, int dim2=-1) -> Tensor(a)"""
-    return aten_diagonal(A, offset, dim1, dim2)
 
 
 @aten("meshgrid.default", "meshgrid.indexing")
@@ -513,12 +284,6 @@ def aten_numpy_T(self):
     return jnp.transpose(self)
 
 
-@aten("pad.default")
-def aten_pad(self, pad, mode="constant", value=None):
-    """pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor"""
-    return _pad(self, pad, mode, value)
-
-
 @aten("permute.default", "permute_copy.default")
 def aten_permute(self, dims):
     """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
@@ -553,12 +318,6 @@ def aten_ravel(self):
     return jnp.ravel(self)
 
 
-@aten("reflection_pad1d.default", "reflection_pad2d.default", "reflection_pad3d.default")
-def aten_reflection_pad(self, padding):
-    """reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    return _pad(self, padding, "reflect")
-
-
 @aten("repeat.default")
 def aten_repeat(self, repeats):
     """repeat(Tensor self, SymInt[] repeats) -> Tensor"""
@@ -580,12 +339,6 @@ def aten_repeat_interleave(self, repeats, dim=None, *, output_size=None):
 def aten_repeat_interleave_tensor(repeats, *, output_size=None):
     """repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor"""
     return jnp.repeat(jnp.arange(repeats.shape[0], dtype=repeats.dtype), repeats, total_repeat_length=output_size)
-
-
-@aten("replication_pad1d.default", "replication_pad2d.default", "replication_pad3d.default")
-def aten_replication_pad(self, padding):
-    """replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    return _pad(self, padding, "replicate")
 
 
 @aten("reshape.default", "view.default", "_unsafe_view.default", "view_copy.default")
@@ -628,47 +381,10 @@ def aten_select(self, dim, index):
     return lax.index_in_dim(self, index, axis=dim, keepdims=False)
 
 
-@aten("select_scatter.default")
-def aten_select_scatter(self, src, dim, index):
-    """select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    dim = canonical_dim(dim, self.ndim)
-    index = int(index)
-    if index < 0:
-        index += self.shape[dim]
-    return self.at[_slice_index(self.ndim, dim, index)].set(src.astype(self.dtype))
-
-
 @aten("slice.Tensor", "slice_copy.Tensor")
 def aten_slice(self, dim=0, start=None, end=None, step=1):
     """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
     return _slice(self, dim, start, end, step)
-
-
-@aten("slice_scatter.default")
-def aten_slice_scatter(self, src, dim=0, start=None, end=None, step=1):
-    """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    if self.ndim == 0:
-        return src.astype(self.dtype)
-    dim = canonical_dim(dim, self.ndim)
-    start, end, step = _slice_bounds(self.shape[dim], start, end, step)
-    index = _slice_index(self.ndim, dim, slice(start, end, step))
-    return self.at[index].set(src.astype(self.dtype))
-
-
-@aten("split.Tensor", "split_copy.Tensor", "unsafe_split.Tensor")
-def aten_split(self, split_size, dim=0):
-    """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    size = self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1
-    split_size = int(split_size)
-    count = max(-(-size // split_size), 1) if split_size else 1
-    sizes = [split_size] * (count - 1) + [size - split_size * (count - 1)]
-    return _split_sizes(self, sizes, dim)
-
-
-@aten("split_with_sizes.default", "split_with_sizes_copy.default", "unsafe_split_with_sizes.default")
-def aten_split_with_sizes(self, split_sizes, dim=0):
-    """split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    return _split_sizes(self, split_sizes, dim)
 
 
 @aten(
@@ -687,33 +403,10 @@ def aten_squeeze(self, dim=None):
     return jnp.squeeze(self, tuple(d for d in set(dims) if self.shape[d] == 1))
 
 
-@aten("stack.default")
-def aten_stack(tensors, dim=0):
-    """stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    dtype = result_type(*tensors)
-    dim = canonical_dim(dim, tensors[0].ndim + 1)
-    return jnp.stack([t.astype(dtype) for t in tensors], axis=dim)
-
-
 @aten("t.default", "t_copy.default")
 def aten_t(self):
     """t(Tensor(a) self) -> Tensor(a)"""
     return self if self.ndim < 2 else self.T
-
-
-@aten("tensor_split.sections", "tensor_split.indices", "tensor_split.tensor_indices_or_sections")
-def aten_tensor_split(self, sections, dim=0):
-    """tensor_split.indices(Tensor(a -> *) self, SymInt[] indices, int dim=0) -> Tensor(a)[]"""
-    if isinstance(sections, (list, tuple)):
-        return _split_at(self, [int(i) for i in sections], dim)
-    if not isinstance(sections, int):
-        # A tensor of split points (1-D) or a section count (0-d): its values must be concrete.
-        sections = np.asarray(sections)
-        sections = [int(i) for i in sections] if sections.ndim else int(sections)
-        return aten_tensor_split(self, sections, dim)
-    size = self.shape[canonical_dim(dim, self.ndim)]
-    base, extra = divmod(size, int(sections))
-    return _split_sizes(self, [base + 1] * extra + [base] * (int(sections) - extra), dim)
 
 
 @aten("tile.default")
@@ -728,25 +421,6 @@ def aten_transpose(self, dim0, dim1):
     if self.ndim == 0:
         return self
     return jnp.swapaxes(self, canonical_dim(dim0, self.ndim), canonical_dim(dim1, self.ndim))
-
-
-@aten("tril.default")
-def aten_tril(self, diagonal=0):
-    """tril(Tensor self, SymInt diagonal=0) -> Tensor"""
-    return jnp.tril(self, int(diagonal))
-
-
-@aten("triu.default")
-def aten_triu(self, diagonal=0):
-    """triu(Tensor self, SymInt diagonal=0) -> Tensor"""
-    return jnp.triu(self, int(diagonal))
-
-
-@aten("unbind.int", "unbind_copy.int")
-def aten_unbind(self, dim=0):
-    """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    dim = canonical_dim(dim, self.ndim)
-    return [lax.index_in_dim(self, i, axis=dim, keepdims=False) for i in range(self.shape[dim])]
 
 
 @aten("unflatten.int")
@@ -805,15 +479,3 @@ def aten_view_as_complex(self):
 def aten_view_as_real(self):
     """view_as_real(Tensor(a) self) -> Tensor(a)"""
     return jnp.stack([jnp.real(self), jnp.imag(self)], axis=-1)
-
-
-@aten("vsplit.int", "vsplit.array")
-def aten_vsplit(self, sections):
-    """vsplit.int(Tensor(a -> *) self, int sections) -> Tensor(a)[]"""
-    return aten_tensor_split(self, sections, 0)
-
-
-@aten("vstack.default")
-def aten_vstack(tensors):
-    """vstack(Tensor[] tensors) -> Tensor"""
-    return _cat([_atleast(t, 2) for t in tensors], 0)

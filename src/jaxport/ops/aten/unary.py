@@ -1,4 +1,5 @@
-"""ATen lowerings: unary math functions, rounding and classification (special functions: `special`).
+"""ATen lowerings: unary math functions, rounding and classification (special functions:
+`special`, `bessel`, `polynomials`).
 
 Ops that turn integers into floats compute in float32 (`float_type`); float16
 and bfloat16 compute in float32 and round once at the end (`opmath_type`), as

@@ -2,10 +2,11 @@
 place; `tests/conformance/opinfo/expected_failures.py` merges them.
 
 The families, by the modules of `src/jaxport/ops/aten` whose ops they hold: `elementwise`
-(elementwise, unary, special; casts), `indexing` (indexing; creation's factories and random
-ops), `nn` (activation, conv, pooling, normalization, sampling, loss, nn, attention),
-`reduction` (reduction, scans, sorting and selection; linalg, fft) and `shape`. Causes shared
-by several families are in `reasons`.
+(arithmetic, comparison, bitwise, unary, special, bessel, polynomials; casts), `indexing`
+(indexing; creation's factories and random ops), `nn` (activation, conv, pooling,
+normalization, sampling, loss, nn, attention), `reduction` (reduction, cumulative, sorting,
+softmax, norms; matmul, linalg, fft) and `shape` (shape, joining, padding, diagonal,
+view_scatter). Causes shared by several families are in `reasons`.
 
 An entry is as narrow as its reason: a `detail` pattern only that failure matches, the samples
 it is about (`where=samples(1)`: "sample 1" of each dtype and path the key covers) or the operand

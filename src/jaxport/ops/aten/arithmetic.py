@@ -1,4 +1,5 @@
-"""ATen lowerings: elementwise arithmetic, comparisons, logic and bitwise ops.
+"""ATen lowerings: elementwise arithmetic (add, sub, mul, div, pow, fmod, remainder, ...) and the
+other pointwise ops of two or three operands (atan2, hypot, clamp, lerp, where, logaddexp, xlogy, ...).
 
 Type promotion follows PyTorch (`_promotion.result_type`); float16/bfloat16 math
 runs in float32 and rounds once at the end, as PyTorch's CPU kernels do. Python
@@ -6,8 +7,6 @@ scalar operands take part in that float32 math unrounded, as in PyTorch.
 """
 
 from __future__ import annotations
-
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +17,6 @@ from ..registry import aten, prims
 from ._promotion import (
     as_array,
     canonical,
-    canonical_dim,
     category,
     float_type,
     is_one,
@@ -28,7 +26,6 @@ from ._promotion import (
     promote,
     result_type,
 )
-from .reduction import p_norm
 
 
 def _scalar_as(value, dtype):
@@ -134,39 +131,6 @@ def _xlog(log, self, other):
     return _float_binary(fn, self, other)
 
 
-def _polynomial(x, n, first, step, cases):
-    """An orthogonal polynomial as PyTorch's kernels evaluate it.
-
-    `n` truncates to an integer; P_0 = 1, P_1 = `first(x)`, and for j = 1 .. n-1
-    P_{j+1} = `step(j, x, P_{j-1}, P_j)`. `cases(x, n)` lists PyTorch's early
-    returns as (condition, value) pairs, the first match winning.
-    """
-    dtype = float_type(result_type(x, n))
-    x, n = jnp.broadcast_arrays(as_array(x, dtype), as_array(n, dtype))
-    # PyTorch casts n to int64; x86 turns NaN, infinities and values past int64's range into
-    # INT64_MIN, a negative degree, whose polynomial is 0.
-    n = jnp.where(jnp.isfinite(n) & (jnp.abs(n) < 2.0**63), n, -1).astype(canonical(np.int64))
-    nf = n.astype(dtype)
-    one = jnp.ones_like(x)
-
-    def body(j, state):
-        p, q = state
-        r = step(j.astype(dtype), x, p, q)
-        keep = j.astype(n.dtype) < n
-        return jnp.where(keep, q, p), jnp.where(keep, r, q)
-
-    top = jnp.maximum(jnp.max(n, initial=1), 1)
-    _, out = lax.fori_loop(1, top, body, (one, first(x)))
-    out = jnp.where(n == 0, one, out)
-    for condition, value in reversed(((n < 0, jnp.zeros_like(x)), *cases(x, nf))):
-        out = jnp.where(condition, value, out)
-    return out
-
-
-def _odd(n):
-    return lax.rem(n, jnp.full_like(n, 2)) != 0
-
-
 def _complex_log_add_exp(a, b):
     """PyTorch's complex log-add-exp: ordered by real part, NaN and infinities handled first."""
     swap = jnp.real(a) > jnp.real(b)
@@ -249,12 +213,6 @@ def prims_fma(a, b, c):
     return _compute(lambda x, y, z: x * y + z, dtype, a, b, c)
 
 
-@aten("allclose.default")
-def aten_allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """allclose(Tensor self, Tensor other, float rtol=1.0000000000000001e-05, float atol=1e-08, bool equal_nan=False) -> bool"""
-    return jnp.all(aten_isclose(self, other, rtol, atol, equal_nan))
-
-
 @aten("atan2.default")
 def aten_atan2(self, other):
     """atan2(Tensor self, Tensor other) -> Tensor"""
@@ -266,65 +224,6 @@ def aten_atan2_out(self, other, *, out):
     """atan2.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"""
     # A pure function cannot write into `out`: it returns what PyTorch would have written there.
     return aten_atan2(self, other).astype(out.dtype)
-
-
-@aten(
-    "bitwise_and.Tensor", "bitwise_and.Scalar", "bitwise_and.Scalar_Tensor",
-    "__and__.Tensor", "__and__.Scalar",
-)
-def aten_bitwise_and(self, other):
-    """bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    return jnp.bitwise_and(self, other)
-
-
-@aten(
-    "bitwise_left_shift.Tensor", "bitwise_left_shift.Tensor_Scalar", "bitwise_left_shift.Scalar_Tensor",
-    "__lshift__.Tensor", "__lshift__.Scalar",
-)
-def aten_bitwise_left_shift(self, other):
-    """bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    bits = np.dtype(self.dtype).itemsize * 8
-    # PyTorch: shifting by a negative count or by the bit width or more gives 0.
-    out_of_range = (other < 0) | (other >= bits) if jnp.issubdtype(other.dtype, jnp.signedinteger) else other >= bits
-    safe = jnp.where(out_of_range, jnp.zeros_like(other), other)
-    return jnp.where(out_of_range, jnp.zeros_like(self), jnp.left_shift(self, safe))
-
-
-@aten(
-    "bitwise_or.Tensor", "bitwise_or.Scalar", "bitwise_or.Scalar_Tensor",
-    "__or__.Tensor", "__or__.Scalar",
-)
-def aten_bitwise_or(self, other):
-    """bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    return jnp.bitwise_or(self, other)
-
-
-@aten(
-    "bitwise_right_shift.Tensor", "bitwise_right_shift.Tensor_Scalar", "bitwise_right_shift.Scalar_Tensor",
-    "__rshift__.Tensor", "__rshift__.Scalar",
-)
-def aten_bitwise_right_shift(self, other):
-    """bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    signed = jnp.issubdtype(self.dtype, jnp.signedinteger)
-    # PyTorch: a negative or too large count shifts by the bit width (less the sign bit).
-    max_shift = np.dtype(self.dtype).itemsize * 8 - int(signed)
-    out_of_range = (other < 0) | (other >= max_shift) if signed else other >= max_shift
-    safe = jnp.where(out_of_range, jnp.full_like(other, max_shift), other)
-    return jnp.right_shift(self, safe)
-
-
-@aten(
-    "bitwise_xor.Tensor", "bitwise_xor.Scalar", "bitwise_xor.Scalar_Tensor",
-    "__xor__.Tensor", "__xor__.Scalar",
-)
-def aten_bitwise_xor(self, other):
-    """bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    return jnp.bitwise_xor(self, other)
 
 
 @aten("clamp.default", "clamp.Tensor", "clip.default", "clip.Tensor")
@@ -385,15 +284,6 @@ def aten_copysign(self, other):
     return _float_binary(jnp.copysign, self, other)
 
 
-@aten("dist.default")
-def aten_dist(self, other, p=2):
-    """dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
-    dtype = result_type(self, other)
-    diff = as_array(self, dtype) - as_array(other, dtype)
-    real = np.dtype(jnp.finfo(dtype).dtype)
-    return p_norm(diff.astype(opmath_type(dtype)), p, None, False).astype(real)
-
-
 @aten("div.Tensor", "div.Scalar", "true_divide.Tensor", "true_divide.Scalar")
 def aten_div(self, other):
     """div.Tensor(Tensor self, Tensor other) -> Tensor"""
@@ -407,21 +297,6 @@ def aten_div_mode(self, other, *, rounding_mode=None):
         return aten_div(self, other)
     divide = _div_trunc if rounding_mode == "trunc" else _div_floor
     return _compute(divide, result_type(self, other), self, other)
-
-
-@aten("eq.Tensor", "eq.Scalar")
-def aten_eq(self, other):
-    """eq.Tensor(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    return self == other
-
-
-@aten("equal.default")
-def aten_equal(self, other):
-    """equal(Tensor self, Tensor other) -> bool"""
-    if self.shape != other.shape:
-        return jnp.asarray(False)
-    return jnp.all(self == other)
 
 
 @aten("float_power.Tensor_Tensor", "float_power.Tensor_Scalar", "float_power.Scalar")
@@ -438,29 +313,6 @@ def aten_floor_divide(self, other):
     return _compute(_div_floor, result_type(self, other), self, other)
 
 
-@aten("fmax.default")
-def aten_fmax(self, other):
-    """fmax(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    # PyTorch's kernel (std::fmax per element, on every CPU) returns `self` where the two tie,
-    # so fmax(-0.0, 0.0) is -0.0 (jnp.fmax gives 0.0); NaN only where both are.
-    keep = self >= other
-    if jnp.issubdtype(self.dtype, jnp.inexact):
-        keep = keep | jnp.isnan(other)
-    return jnp.where(keep, self, other)
-
-
-@aten("fmin.default")
-def aten_fmin(self, other):
-    """fmin(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    # As fmax: `self` where the two tie (fmin(0.0, -0.0) is 0.0), NaN only where both are.
-    keep = self <= other
-    if jnp.issubdtype(self.dtype, jnp.inexact):
-        keep = keep | jnp.isnan(other)
-    return jnp.where(keep, self, other)
-
-
 @aten("fmod.Tensor", "fmod.Scalar")
 def aten_fmod(self, other):
     """fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
@@ -472,20 +324,6 @@ def aten_gcd(self, other):
     """gcd(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(self, other)
     return jnp.gcd(self, other)
-
-
-@aten("ge.Tensor", "ge.Scalar")
-def aten_ge(self, other):
-    """ge.Tensor(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    return self >= other
-
-
-@aten("gt.Tensor", "gt.Scalar")
-def aten_gt(self, other):
-    """gt.Tensor(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    return self > other
 
 
 @aten("heaviside.default")
@@ -502,27 +340,6 @@ def aten_hypot(self, other):
     return _compute(jnp.hypot, result_type(self, other), self, other)
 
 
-@aten("isclose.default")
-def aten_isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """isclose(Tensor self, Tensor other, float rtol=1.0000000000000001e-05, float atol=1e-08, bool equal_nan=False) -> Tensor"""
-    close = self == other
-    if equal_nan and not _is_int(self.dtype):
-        close = close | (jnp.isnan(self) & jnp.isnan(other))
-    if rtol == 0 and atol == 0:
-        return close
-    # As PyTorch: bool operands count as float32; rtol * other and the error compare in PyTorch's dtypes.
-    if self.dtype == jnp.bool_:
-        self, other = self.astype(np.float32), other.astype(np.float32)
-    scaled_dtype = result_type(other, rtol)
-    allowed = jnp.abs(other.astype(scaled_dtype) * jnp.asarray(rtol, scaled_dtype))
-    allowed = allowed + jnp.asarray(atol, allowed.dtype)  # |rtol * other| is real for complex operands
-    actual = jnp.abs(self - other)
-    compare_dtype = result_type(actual, allowed)
-    actual, allowed = actual.astype(compare_dtype), allowed.astype(compare_dtype)
-    finite = jnp.isfinite(actual) if not _is_int(compare_dtype) else jnp.ones(actual.shape, jnp.bool_)
-    return close | (finite & (actual <= allowed))
-
-
 @aten("lcm.default")
 def aten_lcm(self, other):
     """lcm(Tensor self, Tensor other) -> Tensor"""
@@ -532,18 +349,11 @@ def aten_lcm(self, other):
     return jnp.where(gcd == 0, jnp.zeros_like(gcd), jnp.abs(self // safe * other))
 
 
-
 @aten("ldexp.Tensor")
 def aten_ldexp(self, other):
     """ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
     # PyTorch: self * pow(2.0, other)
     return aten_mul(self, aten_pow(2.0, other))
-
-@aten("le.Tensor", "le.Scalar")
-def aten_le(self, other):
-    """le.Tensor(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    return self <= other
 
 
 @aten("lerp.Scalar", "lerp.Tensor")
@@ -564,37 +374,6 @@ def aten_lerp(self, end, weight):
     return _compute(fn, dtype, self, end, weight)
 
 
-@aten("logcumsumexp.default")
-def aten_logcumsumexp(self, dim):
-    """logcumsumexp(Tensor self, int dim) -> Tensor"""
-    out_dtype = float_type(self.dtype)
-    if self.ndim == 0:
-        return self.astype(out_dtype)
-    x = self.astype(opmath_type(out_dtype))
-    axis = canonical_dim(dim, self.ndim)
-    if x.shape[axis] == 0:
-        return x.astype(out_dtype)
-    return _cumlogsumexp(x, axis).astype(out_dtype)
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
-def _cumlogsumexp(x, axis):
-    if jnp.issubdtype(x.dtype, jnp.complexfloating):
-        return lax.associative_scan(_complex_log_add_exp, x, axis=axis)
-    return lax.cumlogsumexp(x, axis=axis)
-
-
-@_cumlogsumexp.defjvp
-def _cumlogsumexp_jvp(axis, primals, tangents):
-    # PyTorch's formula, cumsum(t * e) / cumsum(e) with e = exp(x - max Re x) (holomorphic, so
-    # complex inputs take it too): differentiating the scans loses accuracy (3e-4 in float32,
-    # 1000x PyTorch's error from float64).
-    (x,), (t,) = primals, tangents
-    peak = jnp.max(jnp.real(x), axis=axis, keepdims=True)
-    weights = jnp.exp(x - jnp.where(jnp.isfinite(peak), peak, jnp.zeros_like(peak)).astype(x.dtype))
-    return _cumlogsumexp(x, axis), jnp.cumsum(weights * t, axis=axis) / jnp.cumsum(weights, axis=axis)
-
-
 @aten("logaddexp.default")
 def aten_logaddexp(self, other):
     """logaddexp(Tensor self, Tensor other) -> Tensor"""
@@ -613,45 +392,6 @@ def aten_logaddexp2(self, other):
     return _compute(jnp.logaddexp2, result_type(self, other), self, other)
 
 
-@aten("logical_and.default")
-def aten_logical_and(self, other):
-    """logical_and(Tensor self, Tensor other) -> Tensor"""
-    return jnp.logical_and(self.astype(jnp.bool_), other.astype(jnp.bool_))
-
-
-@aten("logical_or.default")
-def aten_logical_or(self, other):
-    """logical_or(Tensor self, Tensor other) -> Tensor"""
-    return jnp.logical_or(self.astype(jnp.bool_), other.astype(jnp.bool_))
-
-
-@aten("logical_xor.default")
-def aten_logical_xor(self, other):
-    """logical_xor(Tensor self, Tensor other) -> Tensor"""
-    return jnp.logical_xor(self.astype(jnp.bool_), other.astype(jnp.bool_))
-
-
-@aten("lt.Tensor", "lt.Scalar")
-def aten_lt(self, other):
-    """lt.Tensor(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    return self < other
-
-
-@aten("maximum.default", "max.other")
-def aten_maximum(self, other):
-    """maximum(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    return jnp.maximum(self, other)
-
-
-@aten("minimum.default", "min.other")
-def aten_minimum(self, other):
-    """minimum(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    return jnp.minimum(self, other)
-
-
 @aten("mul.Tensor", "mul.Scalar", "multiply.Tensor", "multiply.Scalar")
 def aten_mul(self, other):
     """mul.Tensor(Tensor self, Tensor other) -> Tensor"""
@@ -660,13 +400,6 @@ def aten_mul(self, other):
         self, other = promote(self, other)
         return self & other
     return _compute(lambda a, b: a * b, dtype, self, other)
-
-
-@aten("ne.Tensor", "ne.Scalar")
-def aten_ne(self, other):
-    """ne.Tensor(Tensor self, Tensor other) -> Tensor"""
-    self, other = promote(self, other)
-    return self != other
 
 
 @aten("nextafter.default")
@@ -714,242 +447,10 @@ def aten_remainder(self, other):
     return _compute(fn, result_type(self, other), self, other)
 
 
-@aten("renorm.default")
-def aten_renorm(self, p, dim, maxnorm):
-    """renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
-    dim = canonical_dim(dim, self.ndim)
-    axes = tuple(a for a in range(self.ndim) if a != dim)
-    real = np.dtype(jnp.finfo(self.dtype).dtype)
-    norm = p_norm(self.astype(opmath_type(self.dtype)), p, axes, True)
-    maxnorm = jnp.asarray(maxnorm, real).astype(norm.dtype)
-    factor = jnp.where(norm > maxnorm, maxnorm / (norm + 1e-7), jnp.ones_like(norm)).astype(real)
-    return self * factor.astype(self.dtype)
-
-
 @aten("rsub.Tensor", "rsub.Scalar")
 def aten_rsub(self, other, alpha=1):
     """rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
     return aten_sub(other, self, alpha)
-
-
-def _chebyshev(x, n, first, cases):
-    return _polynomial(x, n, first, lambda j, x, p, q: (x + x) * q - p, cases)
-
-
-def _shifted_chebyshev(x, n, first, cases):
-    return _polynomial(x, n, first, lambda j, x, p, q: (x + x - 1 + (x + x - 1)) * q - p, cases)
-
-
-@aten(
-    "special_chebyshev_polynomial_t.default", "special_chebyshev_polynomial_t.x_scalar",
-    "special_chebyshev_polynomial_t.n_scalar",
-)
-def aten_special_chebyshev_polynomial_t(x, n):
-    """special_chebyshev_polynomial_t(Tensor x, Tensor n) -> Tensor"""
-
-    def cases(x, n):
-        ones = jnp.ones_like(x)
-        return (
-            (jnp.abs(x) == 1, jnp.where((x > 0) | ~_odd(n), ones, -ones)),
-            ((n > 6) & (jnp.abs(x) < 1), jnp.cos(n * jnp.arccos(x))),
-        )
-
-    return _chebyshev(x, n, lambda x: x, cases)
-
-
-@aten(
-    "special_chebyshev_polynomial_u.default", "special_chebyshev_polynomial_u.x_scalar",
-    "special_chebyshev_polynomial_u.n_scalar",
-)
-def aten_special_chebyshev_polynomial_u(x, n):
-    """special_chebyshev_polynomial_u(Tensor x, Tensor n) -> Tensor"""
-
-    def cases(x, n):
-        theta = jnp.arccos(x)
-        closed = jnp.where(
-            jnp.sin(theta) != 0, jnp.sin((n + 1) * theta) / jnp.sin(theta), (n + 1) * jnp.cos((n + 1) * theta) / x
-        )
-        return (
-            (jnp.abs(x) == 1, jnp.where((x > 0) | ~_odd(n), n + 1, -(n + 1))),
-            ((n > 8) & (jnp.abs(x) < 1), closed),
-        )
-
-    return _chebyshev(x, n, lambda x: x + x, cases)
-
-
-@aten(
-    "special_chebyshev_polynomial_v.default", "special_chebyshev_polynomial_v.x_scalar",
-    "special_chebyshev_polynomial_v.n_scalar",
-)
-def aten_special_chebyshev_polynomial_v(x, n):
-    """special_chebyshev_polynomial_v(Tensor x, Tensor n) -> Tensor"""
-
-    def cases(x, n):
-        theta = jnp.arccos(x)
-        edge = jnp.where(_odd(n), -(n + n + 1), n + n + 1)
-        closed = jnp.where(jnp.sin(theta / 2) != 1, jnp.cos((n + 0.5) * theta) / jnp.cos(theta / 2), edge)
-        return (
-            (jnp.abs(x) == 1, jnp.where(x > 0, jnp.ones_like(x), edge)),
-            ((n > 8) & (jnp.abs(x) < 1), closed),
-        )
-
-    return _chebyshev(x, n, lambda x: x + x - 1, cases)
-
-
-@aten(
-    "special_chebyshev_polynomial_w.default", "special_chebyshev_polynomial_w.x_scalar",
-    "special_chebyshev_polynomial_w.n_scalar",
-)
-def aten_special_chebyshev_polynomial_w(x, n):
-    """special_chebyshev_polynomial_w(Tensor x, Tensor n) -> Tensor"""
-
-    def cases(x, n):
-        theta = jnp.arccos(x)
-        ones = jnp.ones_like(x)
-        edge = jnp.where(x > 0, n + n + 1, jnp.where(_odd(n), -ones, ones))
-        closed = jnp.where(jnp.cos(theta / 2) != 1, jnp.sin((n + 0.5) * theta) / jnp.sin(theta / 2), edge)
-        return ((jnp.abs(x) == 1, edge), ((n > 8) & (jnp.abs(x) < 1), closed))
-
-    return _chebyshev(x, n, lambda x: x + x + 1, cases)
-
-
-def _hermite_limit(dtype) -> int:
-    return 128 if np.dtype(dtype) == np.float32 else 512
-
-
-@aten(
-    "special_hermite_polynomial_h.default", "special_hermite_polynomial_h.x_scalar",
-    "special_hermite_polynomial_h.n_scalar",
-)
-def aten_special_hermite_polynomial_h(x, n):
-    """special_hermite_polynomial_h(Tensor x, Tensor n) -> Tensor"""
-
-    def cases(x, n):
-        return ((n == 1, x + x), (n > _hermite_limit(x.dtype), jnp.full_like(x, np.nan)))
-
-    return _polynomial(x, n, lambda x: x + x, lambda j, x, p, q: (x + x) * q - (j + j) * p, cases)
-
-
-@aten(
-    "special_hermite_polynomial_he.default", "special_hermite_polynomial_he.x_scalar",
-    "special_hermite_polynomial_he.n_scalar",
-)
-def aten_special_hermite_polynomial_he(x, n):
-    """special_hermite_polynomial_he(Tensor x, Tensor n) -> Tensor"""
-
-    def cases(x, n):
-        return ((n == 1, x), (n > _hermite_limit(x.dtype), jnp.full_like(x, np.nan)))
-
-    return _polynomial(x, n, lambda x: x, lambda j, x, p, q: x * q - j * p, cases)
-
-
-@aten(
-    "special_laguerre_polynomial_l.default", "special_laguerre_polynomial_l.x_scalar",
-    "special_laguerre_polynomial_l.n_scalar",
-)
-def aten_special_laguerre_polynomial_l(x, n):
-    """special_laguerre_polynomial_l(Tensor x, Tensor n) -> Tensor"""
-
-    def cases(x, n):
-        return ((x == 0, jnp.ones_like(x)),)
-
-    return _polynomial(x, n, lambda x: 1 - x, lambda j, x, p, q: ((j + j + (1 - x)) * q - j * p) / (j + 1), cases)
-
-
-@aten(
-    "special_legendre_polynomial_p.default", "special_legendre_polynomial_p.x_scalar",
-    "special_legendre_polynomial_p.n_scalar",
-)
-def aten_special_legendre_polynomial_p(x, n):
-    """special_legendre_polynomial_p(Tensor x, Tensor n) -> Tensor"""
-
-    def cases(x, n):
-        ones = jnp.ones_like(x)
-        return ((jnp.abs(x) == 1, jnp.where((x > 0) | ~_odd(n), ones, -ones)),)
-
-    return _polynomial(x, n, lambda x: x, lambda j, x, p, q: ((j + j + 1) * x * q - j * p) / (j + 1), cases)
-
-
-@aten(
-    "special_shifted_chebyshev_polynomial_t.default", "special_shifted_chebyshev_polynomial_t.x_scalar",
-    "special_shifted_chebyshev_polynomial_t.n_scalar",
-)
-def aten_special_shifted_chebyshev_polynomial_t(x, n):
-    """special_shifted_chebyshev_polynomial_t(Tensor x, Tensor n) -> Tensor"""
-
-    def cases(x, n):
-        ones = jnp.ones_like(x)
-        y = x + x - 1
-        return (
-            (x == 1, ones),
-            (x == 0, jnp.where(_odd(n), -ones, ones)),
-            ((n > 6) & (jnp.abs(y) < 1), jnp.cos(n * jnp.arccos(y))),
-        )
-
-    return _shifted_chebyshev(x, n, lambda x: x + x - 1, cases)
-
-
-@aten(
-    "special_shifted_chebyshev_polynomial_u.default", "special_shifted_chebyshev_polynomial_u.x_scalar",
-    "special_shifted_chebyshev_polynomial_u.n_scalar",
-)
-def aten_special_shifted_chebyshev_polynomial_u(x, n):
-    """special_shifted_chebyshev_polynomial_u(Tensor x, Tensor n) -> Tensor"""
-
-    def cases(x, n):
-        y = x + x - 1
-        theta = jnp.arccos(y)
-        closed = jnp.where(
-            jnp.sin(theta) != 0, jnp.sin((n + 1) * theta) / jnp.sin(theta), (n + 1) * jnp.cos((n + 1) * theta) / y
-        )
-        return (
-            (x == 1, n + 1),
-            (x == 0, jnp.where(_odd(n), -(n + 1), n + 1)),
-            ((n > 6) & (jnp.abs(y) < 1), closed),
-        )
-
-    return _shifted_chebyshev(x, n, lambda x: x + x - 1 + (x + x - 1), cases)
-
-
-@aten(
-    "special_shifted_chebyshev_polynomial_v.default", "special_shifted_chebyshev_polynomial_v.x_scalar",
-    "special_shifted_chebyshev_polynomial_v.n_scalar",
-)
-def aten_special_shifted_chebyshev_polynomial_v(x, n):
-    """special_shifted_chebyshev_polynomial_v(Tensor x, Tensor n) -> Tensor"""
-
-    def cases(x, n):
-        y = x + x - 1
-        theta = jnp.arccos(y)
-        edge = jnp.where(_odd(n), -(n + n + 1), n + n + 1)
-        closed = jnp.where(jnp.sin(theta / 2) != 1, jnp.cos((n + 0.5) * theta) / jnp.cos(theta / 2), edge)
-        return ((x == 1, jnp.ones_like(x)), (x == 0, edge), ((n > 6) & (jnp.abs(y) < 1), closed))
-
-    return _shifted_chebyshev(x, n, lambda x: x + x - 1 + (x + x - 1) - 1, cases)
-
-
-@aten(
-    "special_shifted_chebyshev_polynomial_w.default", "special_shifted_chebyshev_polynomial_w.x_scalar",
-    "special_shifted_chebyshev_polynomial_w.n_scalar",
-)
-def aten_special_shifted_chebyshev_polynomial_w(x, n):
-    """special_shifted_chebyshev_polynomial_w(Tensor x, Tensor n) -> Tensor"""
-
-    def cases(x, n):
-        y = x + x - 1
-        theta = jnp.arccos(y)
-        ones = jnp.ones_like(x)
-        edge = jnp.where(_odd(n), -ones, ones)
-        closed = jnp.where(jnp.cos(theta / 2) != 1, jnp.sin((n + 0.5) * theta) / jnp.sin(theta / 2), edge)
-        return ((x == 1, n + n + 1), (x == 0, edge), ((n > 4) & (jnp.abs(y) < 1), closed))
-
-    return _shifted_chebyshev(x, n, lambda x: x + x - 1 + (x + x - 1) + 1, cases)
-
-
-@aten("special_xlog1py.default", "special_xlog1py.other_scalar", "special_xlog1py.self_scalar")
-def aten_special_xlog1py(self, other):
-    """special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    return _xlog(jnp.log1p, self, other)
 
 
 @aten("sub.Tensor", "sub.Scalar")
