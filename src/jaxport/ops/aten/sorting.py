@@ -2,8 +2,8 @@
 mode).
 
 Sorts are stable, NaN the largest value, indices int64. The median is the lower median, NaN
-where the slice holds one (nanmedian: of the numbers); `mode` keeps PyTorch's choice among
-ties, as its sort leaves them.
+where the slice holds one (nanmedian: of the numbers); `mode` is the smallest of the most
+frequent values, as PyTorch's sort-then-count kernel gives it.
 """
 
 from __future__ import annotations

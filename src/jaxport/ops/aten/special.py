@@ -1,6 +1,7 @@
 """ATen lowerings: special functions: the gamma family (digamma, polygamma, mvlgamma, the
-incomplete gamma functions), zeta, the normal distribution's (ndtr, ndtri, log_ndtr, erfcx),
-entr and xlog1py. Bessel and Airy functions are `bessel`, orthogonal polynomials `polynomials`.
+incomplete gamma functions), zeta, the error and normal-distribution functions (erfcx, ndtr,
+ndtri, log_ndtr), entr and xlog1py. Bessel and Airy functions are `bessel`, orthogonal
+polynomials `polynomials`.
 
 They follow PyTorch's own CPU kernels (Cephes-derived series and rational
 approximations, `ATen/native/Math.h`) where JAX has no equivalent or JAX's is
