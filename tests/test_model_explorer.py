@@ -95,13 +95,7 @@ class Server:
 
     def stop(self) -> int:
         """Ctrl+C, as a user stops it; its exit code."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGINT)
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        browser.stop_group(self.process, signal.SIGINT, timeout=60)
         try:
             while (line := self.lines.get(timeout=10)) is not None:
                 self.output.append(line)

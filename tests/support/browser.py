@@ -31,6 +31,18 @@ def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+def stop_group(process: subprocess.Popen, first: signal.Signals, timeout: float) -> int:
+    """Send `first` to `process`'s group (while it runs), SIGKILL after `timeout` s; its exit code."""
+    if process.poll() is None:
+        os.killpg(process.pid, first)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return process.returncode
+
+
 class Browser:
     """A headless Chromium with one page, closed with the context."""
 
@@ -113,13 +125,7 @@ class Browser:
             if self.socket is not None:
                 self.socket.close()
         finally:
-            if self.process.poll() is None:
-                os.killpg(self.process.pid, signal.SIGTERM)
-                try:
-                    self.process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                    self.process.wait()
+            stop_group(self.process, signal.SIGTERM, timeout=10)
             shutil.rmtree(self.profile, ignore_errors=True)
 
     def __enter__(self) -> Browser:
